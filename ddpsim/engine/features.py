@@ -68,8 +68,7 @@ class BucketLayout:
         self.mp_upcast_s = [mp_upcast_s(n, u, g, r, e, bw)
                             for n, u, g, r, e in zip(self.numels, used_numels, grad, red, own)]
         rank = eng.config.powersgd.matrix_approximation_rank
-        self.powersgd = [powersgd_split([params[i].shape for i in b.param_indices],
-                                        DTYPE_SIZE_BYTES[b.dtype], rank)
+        self.powersgd = [powersgd_split([params[i].shape for i in b.param_indices], DTYPE_SIZE_BYTES[b.dtype], rank)
                          for b in buckets] if eng.config.comm_hook == "powersgd" else []
         peak = eng.peak_flops
         self.powersgd_compress_s = [powersgd_kernel_s(ps, "launch", bw, peak) for ps in self.powersgd]

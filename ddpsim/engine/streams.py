@@ -96,8 +96,7 @@ class Engine:
         self._init_phases(trace, config)
         self._init_kernels(trace, config)
         self.syncbn = SyncBatchNorm(trace, self) if config.sync_batchnorm else None
-        self.buffer_buckets = buffer_broadcast_buckets(trace, opts, self.mixed_precision,
-                                                       self.has_reducer)
+        self.buffer_buckets = buffer_broadcast_buckets(trace, opts, self.mixed_precision, self.has_reducer)
         #: the per-buffer flatten and copy-back of that broadcast (0 without a measured cost)
         self.buffer_copies_s = self.broadcast_per_tensor_s * len(trace.buffers) if self.buffer_buckets else 0.0
         delayed = opts.delay_all_reduce_named_params is not None

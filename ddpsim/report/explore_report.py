@@ -1,6 +1,5 @@
 """The report of a design space (``ddpsim explore``), each file written atomically:
-``table.parquet`` and ``table.csv`` (one row per point,
-:func:`ddpsim.pipeline.explore.explore_table`;
+``table.parquet`` and ``table.csv`` (one row per point, :func:`ddpsim.pipeline.explore.explore_table`;
 Parquet keeps the types, the CSV 9 significant digits), ``front.csv`` (the Pareto front of
 throughput against cost per 1,000 samples, GPU-hours without prices, by cost), ``scaling.png``
 (per system, the best throughput at each GPU count against linear scaling of one GPU without DDP),

@@ -160,9 +160,8 @@ def attribution(predicted: dict[str, Any], measured: dict[str, Any]) -> list[dic
     """Per term of :data:`TERMS`: predicted, measured, the error and its share of the step's (sum: 100 %)."""
     step_err = predicted["step_s"] - measured["step_s"]
     errs = {k: predicted[k] - measured[k] for k in TERMS}
-    return [{"term": k.removesuffix("_s"), "predicted_s": predicted[k], "measured_s": measured[k],
-             "error_s": err, "share_pct": 100.0 * err / step_err if step_err else None}
-            for k, err in errs.items()]
+    return [{"term": k.removesuffix("_s"), "predicted_s": predicted[k], "measured_s": measured[k], "error_s": err,
+             "share_pct": 100.0 * err / step_err if step_err else None} for k, err in errs.items()]
 
 
 def compare(profiles: Sequence[str], steps: Sequence[Sequence[ProfileIteration]], *, trace: Trace, gpu_name: str | None,

@@ -51,7 +51,6 @@ def print_summary(root: Path) -> int:
         met += all(targets_met(s))
     print(f"\nscenarios meeting all three targets (median <= {TARGET_MEDIAN_PCT:g} %, every point in band or within 10 %, "
           f"best-cap gap <= {BEST_CAP_TOLERANCE_PCT:g} %): {met} of {len(reports)}")
-    first = reports[0]
-    print(f"measured on {first['world_size']} gloo ranks x {first['num_threads']} thread(s), "
-          f"one calibration: {first['calibration']}")
+    print(f"measured on {reports[0]['world_size']} gloo ranks x {reports[0]['num_threads']} thread(s), "
+          f"one calibration: {reports[0]['calibration']}")
     return 0

@@ -153,8 +153,7 @@ def summary_markdown(rows: Sequence[dict[str, Any]], *, level: float) -> str:
         band = "" if lo is None or hi is None else f"{lo:+.1f}..{hi:+.1f} %"
         lines.append(f"| {r['model']} | {r['status']} | {f(r['points'])} | {f(r['median_abs_error_pct'], ' %')} | "
                      f"{f(r['median_abs_error_cpu_pct'], ' %')} | {f(r['median_abs_error_load_pct'], ' %')} | "
-                     f"{f(r['coverage'])} | {f(r['coverage_cpu'])} | {f(r['coverage_method'])} | "
-                     f"{band} | "
+                     f"{f(r['coverage'])} | {f(r['coverage_cpu'])} | {f(r['coverage_method'])} | {band} | "
                      f"{f(r['stability_pct'], ' %')} | {f(r['stability_cpu_pct'], ' %')} | "
                      f"{f(r['median_run_spread_pct'], ' %')} | {f(r['host_other_pct'], ' %')} | "
                      f"{'' if r['wall_s'] is None else format(r['wall_s'] / 60, '.1f') + ' min'} |")
@@ -326,8 +325,7 @@ class _Zoo:
 
         name, mdir, scn_path = self.paths(e)
         result["analysis"] = analyse_model(
-            load_scenario(str(scn_path)), rows,
-            measure.round_traces(mdir / "validation", result["repeats"]),
+            load_scenario(str(scn_path)), rows, measure.round_traces(mdir / "validation", result["repeats"]),
             load_calibration(cal_path) if cal_path.is_file() else None,
             iterations=result["iterations"], level=self.level, num_resamples=self.num_resamples, seed=self.seed)
         if t0 is not None:
@@ -346,9 +344,8 @@ class _Zoo:
         val = json.loads((mdir / "validation.json").read_text())
         cal_path = Path(self.calibration) if self.calibration else Path(val["calibration"])
         if self.calibration or cal_path.is_file():
-            val = {"rows": measure.reanalyze(str(scn_path), calibration=cal_path,
-                                             out_dir=self.zoo_dir, plots=False,
-                                             intervals=False)["rows"]}
+            val = {"rows": measure.reanalyze(str(scn_path), calibration=cal_path, out_dir=self.zoo_dir,
+                                           plots=False, intervals=False)["rows"]}
             result["calibration"] = str(cal_path)
         else:
             log.info(f"{tag}: its calibration {str(cal_path)!r} is gone: the recorded "

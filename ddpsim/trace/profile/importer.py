@@ -144,10 +144,9 @@ def _phase(launched: Sequence[st.Launched], window: st.Window, t0: float) -> Pha
     first = min((g.ts for g in ops), default=None)
     busy = sum(b - a for a, b in merge_intervals((g.ts, g.end) for g in ops))
     return PhaseTimes(cpu_start_s=(window.start - t0) * US, cpu_s=(window.end - window.start) * US,
-                      cpu_end_s=(window.end - t0) * US,
-                      gpu_start_s=None if first is None else (first - t0) * US,
-                      gpu_s=(max(g.end for g in ops) - first) * US if ops else 0.0,
-                      gpu_busy_s=busy * US, num_kernels=len(ops))
+                      cpu_end_s=(window.end - t0) * US, gpu_start_s=None if first is None else (first - t0) * US,
+                      gpu_s=(max(g.end for g in ops) - first) * US if ops else 0.0, gpu_busy_s=busy * US,
+                      num_kernels=len(ops))
 
 
 def _hook_work(s: st.StepOps, accumulate: Sequence[Any]) -> list[float]:

@@ -33,8 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ddpsim.network.curve_score import (CASES, WITHIN, band_stats, fit_overheads, fit_points,  # noqa: E402
-                                        constants, diagnose_line, load, markdown_lines, mid_size_ratios,
+from ddpsim.network.curve_score import (CASES, WITHIN, band_stats, fit_overheads,  # noqa: E402
+                                        fit_points, constants, diagnose_line, load, markdown_lines,
+                                        mid_size_ratios,
                                         residuals, scored, set_constants, system_key)
 
 DATA = ROOT / "benchmarks" / "data" / "nccl-curves"

@@ -115,8 +115,8 @@ def _walk(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, list[type[B
         if isinstance(part, int):
             path += f"[{part}]"
             continue
-        found = None if keyed else next(
-            (f for m in models for name, f in m.__pydantic_fields__.items() if part in (name, f.alias)), None)
+        named = ((name, f) for m in models for name, f in m.__pydantic_fields__.items())
+        found = None if keyed else next((f for name, f in named if part in (name, f.alias)), None)
         holders = models
         if found is None and any(m.__pydantic_fields__ for m in models):
             # a key of a dict field (any text), an extra key, or a union member's tag

@@ -163,8 +163,8 @@ def test_split_graph_calls_independent_subgraphs_in_split_modules_order():
 
 def test_without_ddp_optimizer_every_gradient_is_ready_at_the_end():
     trace, walk = _chain_trace()
-    trace = validate(Trace, {**trace.to_dict(), "compiled_graph": to_plain(CompiledGraph(graphs=(walk,)))},
-                     "trace")
+    doc = {**trace.to_dict(), "compiled_graph": to_plain(CompiledGraph(graphs=(walk,)))}
+    trace = validate(Trace, doc, "trace")
     grouped, plan = compiled_point(trace, DDPOptions(), CompileOptions(ddp_optimizer=False))
     assert set(grouped.iterations[0].grad_ready_s) == {4e-3}
     assert len(compiled_subgraphs(trace, DDPOptions(bucket_cap_mb=1), CompileOptions())) == 3

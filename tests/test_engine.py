@@ -371,7 +371,8 @@ def test_powersgd_chains_three_allreduces_per_bucket():
         ("bucket 0 powersgd:Q", 0), ("bucket 1 powersgd:Q", 2048),
     ]
     # before start_powerSGD_iter: the plain allreduce hook with the full bytes
-    res2 = simulate(tr, plan, net(), cfg(comm_hook="powersgd", powersgd=PowerSGDState(start_powerSGD_iter=1)))
+    late = PowerSGDState(start_powerSGD_iter=1)
+    res2 = simulate(tr, plan, net(), cfg(comm_hook="powersgd", powersgd=late))
     assert [(s.name, s.size_bytes) for s in res2.spans if s.rank == 0 and s.stream == "comm"] == [
         ("bucket 0", 2048), ("bucket 1", MIB)]
 

@@ -109,8 +109,8 @@ def run(args: argparse.Namespace) -> int:
 
     workload, assumptions = parse_set(args)
     sets = [w for item in args.assume for w in ("--set", item)]
-    flags = [*flag_words(args, ("gpu", "batch_size")), *sets, *flag_words(args, ("catalogue", "out"))]
-    command = shlex.join(["ddpsim", "retime", str(args.from_trace), *flags])  # recorded in the trace
+    flags = flag_words(args, ("gpu", "batch_size")) + sets + flag_words(args, ("catalogue", "out"))
+    command = shlex.join(["ddpsim", "retime", str(args.from_trace), *flags])  # in the trace
     trace = retime_trace_file(args.from_trace, gpu=args.gpu, batch_size=args.batch_size, assumptions=assumptions,
                               command=command, catalogue=catalogue, **workload)
     return write_trace(trace, args.out)

@@ -96,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
     sc = command_scenario(args, "ddpsim simulate", **({"world_size": 2} if alpha_beta else {}))
     warn_cap_ignored(sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list, "ddpsim simulate")
     try:
-        rec = run_sweep(sc, points=[sc.point_at(sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list)], jobs=1,
-                        progress=False, alone=True)[0]
+        point = sc.point_at(sc.ddp.bucket_cap_mb, sc.ddp.bucket_cap_mb_list)
+        rec = run_sweep(sc, points=[point], jobs=1, progress=False, alone=True)[0]
     except InputError as exc:
         raise InputError(flag_message(str(exc), scenario_flags(args))) from None
     res = rec.result

@@ -261,7 +261,7 @@ def _modules_check(imp: Any) -> Any:
 
 
 def run_from_profile(args: argparse.Namespace) -> int:
-    """``--from-profile``: import the profile, check its buckets against the plan, write the trace."""
+    """``--from-profile``: the profile imported, its buckets checked, the trace written."""
     given = [("--" + k.replace("_", "-"), k) for k in CAPTURE_ONLY] + [(f"--set {k}", k) for k in model_keys()]
     given = [(flag, k) for flag, k in given if getattr(args, k, None) is not None]
     if given:

@@ -199,8 +199,8 @@ class SimResult:
         """p50/p95 step time and mean breakdown over steady iterations."""
         steady = self.steady_iterations() or list(self.iterations)
         steps = self.step_times_s() or [it.iteration_s for it in steady]
-        out = {"iteration_p50_s": statistics.median(steps),
-               "iteration_p95_s": quantile(steps, 0.95), "iteration_mean_s": statistics.fmean(steps)}
+        p50, p95, mean = statistics.median(steps), quantile(steps, 0.95), statistics.fmean(steps)
+        out = {"iteration_p50_s": p50, "iteration_p95_s": p95, "iteration_mean_s": mean}
         for attr in ("forward_s", "backward_compute_s", "exposed_comm_s", "comm_s", "overlap_ratio",
                      "optimizer_s"):  # their means over the steady iterations
             out[attr] = statistics.fmean(getattr(it, attr) for it in steady)

@@ -189,8 +189,8 @@ def build_comm_model(graph: nx.Graph, num_ranks: int, *, calibration=None, algor
     ``graph`` in rank order, ``algorithm`` / ``protocol`` forced (None: NCCL's choice); a
     ``calibration``'s measured curves over it (its ``comm_model(base)``: the layer above)."""
     backend = graph.graph.get("backend")
-    forced = (("algorithm", algorithm, nccl.FORCEABLE_ALGORITHMS), ("protocol", protocol, nccl.PROTOCOLS))
-    for key, value, accepted in forced:
+    for key, value, accepted in (("algorithm", algorithm, nccl.FORCEABLE_ALGORITHMS),
+                                 ("protocol", protocol, nccl.PROTOCOLS)):
         require(value is None or value in accepted, key, value, f"one of {', '.join(accepted)}")
     if backend == "gloo" and (algorithm not in (None, "ring") or protocol is not None):
         raise InputError(f"algorithm/protocol: {algorithm or protocol!r} is not accepted with backend gloo; "

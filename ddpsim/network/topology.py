@@ -32,8 +32,8 @@ from ddpsim.network.graph_attrs import (BANDWIDTH, COMPUTE_CAPABILITY, DEVICE_KI
                                         REDUCE_BANDWIDTH, SM_COUNT)
 from ddpsim.network.graph_build import Builder, gc_paused, new_graph
 from ddpsim.network.topology_check import validate_topology
-from ddpsim.network.topology_schema import (LINK_TYPES, CpuGlooOptions, DgxOptions, FabricOptions, GpuOptions,
-                                            NodeDoc, PcieOptions, TopologyDoc)
+from ddpsim.network.topology_schema import (LINK_TYPES, CpuGlooOptions, DgxOptions, FabricOptions,
+                                            GpuOptions, NodeDoc, PcieOptions, TopologyDoc)
 from ddpsim.schema import Schema, validate
 from ddpsim.units import MAX_NODES
 

@@ -150,8 +150,8 @@ def sim_config(scenario: Any, point: Point, *, world_size: int, graph: Any = Non
             raise InputError(f"{scenario.where()}simulation.stragglers: rank {r} is not accepted; "
                              f"expected a rank in [0, {world_size})")
     return SimConfig(world_size=world_size, num_iterations=sim.iterations, num_warmup_iterations=sim.warmup,
-                     seed=sim.seed, comm_hook=point.comm_hook, powersgd=PowerSGDState(**ddp.powersgd.model_dump()),
-                     no_sync_steps=sim.no_sync_steps,
+                     seed=sim.seed, comm_hook=point.comm_hook, no_sync_steps=sim.no_sync_steps,
+                     powersgd=PowerSGDState(**ddp.powersgd.model_dump()),
                      jitter=sim.jitter, stragglers=sim.stragglers, sync_batchnorm=ddp.sync_batchnorm,
                      compute_statistic=sim.compute_statistic, interference=terms.interference,
                      copy_bandwidth_bytes_per_s=terms.copy_bandwidth_bytes_per_s,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ddpsim.network.nccl_exec import MID_HI_BYTES, MID_LO_BYTES, MID_SIZE_RATIOS
-from ddpsim.network.cost_terms import gpu_terms
+from ddpsim.network.contention import gpu_terms
 from ddpsim.pipeline.inputs import contention_prior, p50_s, point_graph, sim_config
 from ddpsim.pipeline.recommend import ScaledComm
 

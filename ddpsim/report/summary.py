@@ -287,8 +287,8 @@ def term_effects_section(f: TermEffects | None) -> list[str]:
         return []
     L = ["## Which cost terms move the best cap", "",
          f"The sweep simulated again (p50 step, no uncertainty samples) without the GPU cost terms "
-         f"({_term_names(f.terms)}): where the best point lands, and what the full model's best, `{f.best}`, "
-         "loses there against it.", ""]
+         f"({_term_names(f.terms)}): where the best point lands, and what the full model's best, "
+         f"`{f.best}`, loses there against it.", ""]
     for w in f.without:
         where = "the same point" if w.best == f.best else f"`{w.best}`, {100 * w.lost:.2f} % faster than `{f.best}`"
         L.append(f"- without {_term_names(w.off)}: {where} (p50 {fmt_s(w.best_p50_s)})")

@@ -388,7 +388,8 @@ def _derived_iteration(it: IterationSample, per_block: dict[int, dict[str, int]]
     """One measured iteration extended to ``N`` blocks (``per_block``: :func:`_find_blocks`), and its
     per-block backward time ``d``."""
     K = len(per_block)
-    ready_s = [[t for i in per_block[k].values() if (t := it.grad_ready_s[i]) is not None] for k in range(K)]
+    ready_s = [[t for i in per_block[k].values() if (t := it.grad_ready_s[i]) is not None]
+               for k in range(K)]
     means = [statistics.fmean(ts) if ts else math.nan for ts in ready_s]
     diffs = [means[k - 1] - means[k] for k in range(1, K) if not math.isnan(means[k - 1] - means[k])]
     d = max(0.0, statistics.median(diffs)) if diffs else 0.0

@@ -304,7 +304,7 @@ def _build_factory(path: str, seed: int, input_shape, input_dtype, kwargs: dict)
     except Exception as exc:
         raise InputError(f"model: factory {shorten(path)} raised {type(exc).__name__}: {exc}") from None
     loss_fn = getattr(mod, "loss_fn", None)
-    loss_fn = loss_fn if callable(loss_fn) else None  # a module's loss_fn that is no function is ignored
+    loss_fn = loss_fn if callable(loss_fn) else None  # a loss_fn that is no function: ignored
     if isinstance(made, torch.nn.Module):
         if input_shape is None:
             raise InputError(f"input_shape: None is not accepted for factory {shorten(path)} returning a module; expected one sample's shape, e.g. 3,224,224")

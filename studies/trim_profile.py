@@ -10,9 +10,9 @@ gzip with no time stamp, so the same input gives the same bytes.
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import json
-import sys
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"}
 
@@ -44,11 +44,15 @@ def trim(doc: dict, step: int) -> dict:
 
 
 def main() -> None:
-    src, step, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    with gzip.open(src) as f:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("profile", help="torch.profiler trace (.json.gz)")
+    ap.add_argument("step", type=int, help="N of the ProfilerStep#N to keep")
+    ap.add_argument("out", help="the trimmed trace to write (.json.gz)")
+    a = ap.parse_args()
+    with gzip.open(a.profile) as f:
         doc = json.load(f)
-    with gzip.GzipFile(out, "wb", mtime=0) as f:
-        f.write(json.dumps(trim(doc, step)).encode())
+    with gzip.GzipFile(a.out, "wb", mtime=0) as f:
+        f.write(json.dumps(trim(doc, a.step)).encode())
 
 
 if __name__ == "__main__":

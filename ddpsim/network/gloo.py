@@ -28,7 +28,11 @@ class RingSchedule:
     num_segments: int
     segment_bytes: int
     steps_per_phase: int  # segment transfers per rank in each phase
-    num_hops: int  # both phases
+
+    @property
+    def num_hops(self) -> int:
+        """Segment transfers per rank in both phases."""
+        return 2 * self.steps_per_phase
 
 
 def ring_schedule(size_bytes: int, num_ranks: int, element_size_bytes: int = 4) -> RingSchedule:
@@ -38,8 +42,7 @@ def ring_schedule(size_bytes: int, num_ranks: int, element_size_bytes: int = 4) 
     num_segments = _round_up(max(math.ceil(size_bytes / max_seg), 2 * num_ranks), num_ranks)
     seg_bytes = _round_up(math.ceil(size_bytes / num_segments), element_size_bytes)
     steps = num_segments - num_segments // num_ranks
-    return RingSchedule(num_segments=num_segments, segment_bytes=seg_bytes, steps_per_phase=steps,
-                        num_hops=2 * steps)
+    return RingSchedule(num_segments=num_segments, segment_bytes=seg_bytes, steps_per_phase=steps)
 
 
 def ring_allreduce_s(size_bytes: int, num_ranks: int, *, hop_latency_s: float, hop_bandwidth_bytes_per_s: float,

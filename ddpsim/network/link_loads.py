@@ -152,12 +152,16 @@ class Totals:
         self.cls = [tuple(sum((Counter(ch.by_class[k]) for ch in chs), Counter())
                           for chs in (intra, inter)) for k in range(num_classes)]
 
+    @staticmethod
+    def _load(li: dict, le: dict, e: Link, s_intra: float, s_inter: float) -> float:
+        return li.get(e, 0.0) * s_intra + le.get(e, 0.0) * s_inter
+
     def fits(self, s_intra: float, s_inter: float) -> bool:
         """Every link carries the channels at these speeds."""
         if len(self.cap) and not np.all(self.li * s_intra + self.le * s_inter <= self.cap * (1 + 1e-9)):
             return False
         cap = self.index.cap_of
-        return all(li.get(e, 0.0) * s_intra + le.get(e, 0.0) * s_inter <= cap(e) * (1 + 1e-9)
+        return all(self._load(li, le, e, s_intra, s_inter) <= cap(e) * (1 + 1e-9)
                    for li, le in self.cls for e in set(li) | set(le))
 
     def worst(self, s_intra: float, s_inter: float) -> str:
@@ -173,7 +177,7 @@ class Totals:
             es = set(li) | set(le)
             if not es:
                 continue
-            vals = {e: (li.get(e, 0.0) * s_intra + le.get(e, 0.0) * s_inter) / cap(e) for e in es}
+            vals = {e: self._load(li, le, e, s_intra, s_inter) / cap(e) for e in es}
             m = max(vals.values())
             cands.append((m, lambda k=k, ties=[e for e, v in vals.items() if v == m]: self._first_member_link(k, ties)))
         if not cands:

@@ -187,6 +187,12 @@ class Router:
         p = self.paths(src, dst)[0]
         return sum(self.g.edges[u, v][LATENCY] for u, v in zip(p, p[1:]))
 
+    def distances(self, src: Any) -> dict[Any, float]:
+        """Routing distance from ``src`` to every element of its host (Dijkstra on the host's subgraph)."""
+        h = self.g._node[src][HOST]
+        sub = self._cached(("host", h), lambda: self.host_nodes[h])
+        return nx.single_source_dijkstra_path_length(sub, src, weight=self._W)
+
 
 def nearest_first(router: Router, nics: list, devs: tuple) -> list[tuple[Any, Any]]:
     """(entry, exit) devices of each NIC's channels on one host, as NCCL's search lays a ring out: in
@@ -194,9 +200,7 @@ def nearest_first(router: Router, nics: list, devs: tuple) -> list[tuple[Any, An
     an earlier NIC, out from the next-nearest (the NIC's PCIe switch once each way)."""
     out, taken = [], set()
     for nic in nics:
-        h = router.g._node[nic][HOST]
-        sub = router._cached(("host", h), lambda h=h: router.host_nodes[h])
-        dist = nx.single_source_dijkstra_path_length(sub, nic, weight=router._W)
+        dist = router.distances(nic)
         by_dist = sorted(devs, key=lambda d: (dist.get(d, math.inf), devs.index(d)))
         entry = next((d for d in by_dist if d not in taken), by_dist[0])
         taken.add(entry)

@@ -99,8 +99,6 @@ class Calibration:
                   "allreduce_after_compute": self.allreduce_after_compute, "allreduce_queued": self.allreduce_queued}
         return CalibratedCommModel(calibration=self, base=base, num_ranks=base.num_ranks, backend=base.backend,
                                    ddp_forward_factor=float(ddp_forward_factor),
-                                   iteration_overhead_s=float(self.ddp_iteration_overhead_s or 0.0),
-                                   broadcast_per_tensor_s=float(self.broadcast_per_tensor_s or 0.0),
                                    **{k: fit_curve(pts) if pts else None for k, pts in curves.items()})
 
 
@@ -217,10 +215,6 @@ class CalibratedCommModel(EstimatingCommModel):
     #: the engine multiplies every forward by it: 1, except in the probe fit's own prediction of
     #: the probe (:func:`ddpsim.calibration.interference_fit.predict_probe`)
     ddp_forward_factor: float = 1.0
-    #: DDP's measured fixed cost per synchronised step, and its forward buffer broadcast per buffer
-    #: beyond the broadcast (each 0 when the calibration has none)
-    iteration_overhead_s: float = 0.0
-    broadcast_per_tensor_s: float = 0.0
 
     def _estimate(self, curve: CalibratedCurve, size: int, coll: str) -> CollectiveEstimate:
         """``curve`` at ``size``, rescaled from the calibration's rank count (module docstring)."""
@@ -234,6 +228,16 @@ class CalibratedCommModel(EstimatingCommModel):
                 a *= math.ceil(math.log2(n)) / math.ceil(math.log2(w))
         t = a + per_byte * size
         return make_estimate(size, t, n, "calibrated" if t > 0 else "none", "measured" if t > 0 else "none", coll=coll)
+
+    @property
+    def iteration_overhead_s(self) -> float:
+        """DDP's measured fixed cost per synchronised step (0 when the calibration has none)."""
+        return float(self.calibration.ddp_iteration_overhead_s or 0.0)
+
+    @property
+    def broadcast_per_tensor_s(self) -> float:
+        """DDP's forward buffer broadcast per buffer beyond the broadcast (0 when not measured)."""
+        return float(self.calibration.broadcast_per_tensor_s or 0.0)
 
     @property
     def idle_launch_extra_s(self):

@@ -8,11 +8,13 @@ GPUs, systems and references, never reusing a bundled name, so a name means one 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import Mapping
 
 from ddpsim.errors import InputError, shorten
-from ddpsim.hardware.schema import CatalogueFile
+from ddpsim.hardware.schema import CatalogueFile, Gpu, Reference, System
 from ddpsim.io import read_yaml
 from ddpsim.schema import validate
 
@@ -26,9 +28,13 @@ def scaled(value: float, exponent: int) -> float:
     return float(f"{value!r}e{exponent}")
 
 
-class Catalogue(CatalogueFile):
+@dataclass(frozen=True)
+class Catalogue:
     """References, GPUs and systems by name (the bundled ones first, then a user's), read-only."""
 
+    references: Mapping[str, Reference]
+    gpus: Mapping[str, Gpu]
+    systems: Mapping[str, System]
     #: the user's file that extended the bundled catalogue, or None
     user_file: str | None = None
 
@@ -56,9 +62,8 @@ def _merged(base: Catalogue | None, path: str | Path, source: str) -> Catalogue:
                 if gpu not in gpus:
                     raise InputError(f"{source}: systems.{name}.{key}: {gpu!r} is not a GPU; "
                                      f"expected one of {', '.join(gpus)}")
-    return Catalogue.model_construct(
-        version=doc.version, references=MappingProxyType(refs), gpus=MappingProxyType(gpus),
-        systems=MappingProxyType(systems), user_file=None if base is None else str(path))
+    return Catalogue(MappingProxyType(refs), MappingProxyType(gpus), MappingProxyType(systems),
+                     user_file=None if base is None else str(path))
 
 
 @functools.cache

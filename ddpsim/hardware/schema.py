@@ -162,7 +162,8 @@ class System(Sourced):
                     f"edges of >= 1 link between two different GPUs in [0, {gpn}), not {a}-{b} x {links}")
         require(self.gpus_per_tray is None or gpn % self.gpus_per_tray == 0, "gpus_per_tray", self.gpus_per_tray,
                 f"a divisor of gpus_per_node ({gpn})")
-        require(not self.by_pcie_gen or self.interconnect == "pcie", "by_pcie_gen", self.by_pcie_gen,
+        require(not self.by_pcie_gen or self.interconnect == "pcie", "by_pcie_gen",
+                {g: v.model_dump() for g, v in self.by_pcie_gen.items()},
                 "{} (variants by PCIe generation need interconnect pcie)")
         return self
 

@@ -112,6 +112,16 @@ def test_a_report_started_while_the_plan_is_searched_is_the_same_report(tmp_path
     assert [p.name for p in two.files] == [p.name for p in one.files]
 
 
+def test_a_report_started_for_other_settings_is_not_the_one_written(tmp_path):
+    from ddpsim.report.scenario_report import start_drawing
+
+    run = run_scenario(_scenario(), out_dir=tmp_path / "r", progress=False, jobs=1,
+                       start_report=partial(start_drawing, plots=True))
+    written = write_report(run, plots=False)  # the PNGs started with plots=True are not this report's
+    assert not any(n.endswith(".png") for n in _files(written.out_dir))
+    assert not any(p.name.endswith(".png") for p in written.files)
+
+
 def test_a_started_report_is_closed_when_the_rest_of_the_run_fails(tmp_path, monkeypatch):
     from ddpsim.pipeline import scenario_run
 

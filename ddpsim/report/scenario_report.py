@@ -52,6 +52,7 @@ class Report(ScenarioRun):
 class Drawing:
     """The traces and PNGs that need only the points, being written beside this process."""
 
+    made_for: tuple[Any, ...]  # (out_dir, records, kept_key, plots): the report it may serve
     kept: KeptFiles
     timeline: list[Any]
     traces: list["_Piece"]
@@ -79,7 +80,7 @@ def start_drawing(sc: Scenario, rdir: Path, records: tuple[Any, ...], best: Any,
         from ddpsim.report.plots import warm_up
 
         warm_up()  # likewise: this process draws too (the pieces no worker has taken)
-    return Drawing(kept=kept, timeline=timeline, traces=traces, pngs=pngs,
+    return Drawing(made_for=(rdir, records, kept_key, plots), kept=kept, timeline=timeline, traces=traces, pngs=pngs,
                    side=SideBySide([p.work for p in traces + pngs], jobs - 1))
 
 
@@ -87,8 +88,10 @@ def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
     """Write ``run``'s report folder (the PNGs with ``plots``); the traces and PNGs on ``run.jobs`` - 1
     processes (:mod:`ddpsim.report.workers`) while this one writes the tables and the summary."""
     sc, rdir, records, rec = run.scenario, run.out_dir, list(run.records), run.recommendation
-    drawing = run.report_started  # started by ddpsim.api.run_scenario with the same plots, else now
-    if not isinstance(drawing, Drawing) or drawing.used:
+    drawing = run.report_started  # started by ddpsim.api.run_scenario for this report, else now
+    if not isinstance(drawing, Drawing) or drawing.used or drawing.made_for != (rdir, run.records, run.kept_key, plots):
+        if isinstance(drawing, Drawing):
+            drawing.close()
         drawing = start_drawing(sc, rdir, run.records, run.best, run.kept_key, run.jobs, plots=plots)
     drawing.used = True
     kept, timeline, pngs, side = drawing.kept, drawing.timeline, drawing.pngs, drawing.side

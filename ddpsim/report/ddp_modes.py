@@ -74,10 +74,12 @@ def figures(records: Sequence[PointRecord], best: PointRecord) -> dict[str, Any]
             point=best.point_id, world_size=best.world_size, **{k: j[k] for k in _JOIN_KEYS},
             tail_iterations=j["epoch_iterations"] - j["phases"][0]["epoch_iterations"],
             batches_min=min(j["batches_per_rank"]), batches_max=max(j["batches_per_rank"])))
+    if "process_groups" not in dict(best.point.named):  # the sweep does not vary it
+        return out
     others = best.point.with_value("process_groups", None)
     by_n = {r.point.value("process_groups"): r for r in records
             if r.point.with_value("process_groups", None) == others}
-    if "process_groups" in dict(best.point.named) and 1 in by_n:
+    if 1 in by_n:
         one = by_n[1].metrics["iteration_p50_s"]
         rows = [GroupCount(process_groups=n, iteration_p50_s=r.metrics["iteration_p50_s"],
                            gain_over_one=(one - r.metrics["iteration_p50_s"]) / one)

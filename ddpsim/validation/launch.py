@@ -47,27 +47,31 @@ def launch_local(step_args: Sequence[str], *, nproc: int = 2, num_threads: int |
         env["OMP_NUM_THREADS"] = str(num_threads)
     env.pop("TORCHELASTIC_ERROR_FILE", None)
     for _ in range(3):
-        cmd = torchrun_command(args, nproc=nproc, target=target)
-        proc = subprocess.Popen(cmd, cwd=str(REPO_ROOT), env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=timeout_s)
-            rc = proc.returncode
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                out, err = proc.communicate(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                out, err = proc.communicate()
-            err, rc = err + f"\nexecutor launch: timed out after {timeout_s:g} s", 124
-        r = subprocess.CompletedProcess(cmd, rc, out, err)
+        r = _launch_once(torchrun_command(args, nproc=nproc, target=target), env=env, timeout_s=timeout_s)
         # NOTE: the free port can be taken by another process between free_port() and torchrun's
         # bind (a busy shared host): retry on a fresh port, nothing else
-        port_taken = "address already in use" in err.lower() or "eaddrinuse" in err.lower()
-        if rc == 0 or not port_taken:
+        err = r.stderr.lower()
+        if r.returncode == 0 or not ("address already in use" in err or "eaddrinuse" in err):
             return r
     return r
+
+
+def _launch_once(cmd: list[str], *, env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:
+    """One launch of ``cmd`` in its own session; past ``timeout_s`` the session is stopped (SIGTERM,
+    then SIGKILL after 15 s) and the launch fails with exit status 124."""
+    proc = subprocess.Popen(cmd, cwd=str(REPO_ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            out, err = proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+        return subprocess.CompletedProcess(cmd, 124, out, err + f"\nexecutor launch: timed out after {timeout_s:g} s")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -195,24 +195,34 @@ def _keep(event: Any, prof: KinetoProfile, intern: dict[str, str]) -> None:
                               args=_kept_args(args) if kernel_kind(name) == COMM else None))
 
 
+HEADER_KEYS = ("deviceProperties", "distributedInfo")
+
+
 def _header(path: Path, prof: KinetoProfile, wide: bool = False) -> None:
-    """``deviceProperties`` and ``distributedInfo`` (a walk to the first of each: the top of the
-    file, where Kineto writes them). InputError: no ``traceEvents`` list (an empty one is fine:
-    the import says what is missing)."""
+    """``deviceProperties`` and ``distributedInfo``: read up to where ``traceEvents`` starts (the
+    top of the file, where Kineto writes them); a key written after the events is then found by
+    a scan of its own. InputError: no ``traceEvents`` list (an empty one is fine: the import says
+    what is missing)."""
+    builders: dict[str, Any] = {}
     with _open(path, wide) as f:
-        if not any(p == "traceEvents" and e == "start_array" for p, e, _ in ijson.parse(f, use_float=True)):
+        for prefix, event, value in ijson.parse(f, use_float=True):
+            if prefix == "traceEvents" and event == "start_array":
+                break
+            top = prefix.split(".", 1)[0]
+            if top in HEADER_KEYS:
+                builders.setdefault(top, ijson.ObjectBuilder()).event(event, value)
+        else:
             raise InputError(f"{_source(prof.path)}: no traceEvents list; "
                              "expected the Chrome/Kineto JSON torch.profiler writes")
-
-    def first(key: str) -> Any:
-        with _open(path, wide) as f:
-            return next(ijson.items(f, key, use_float=True), None)
-
-    devices, info = first("deviceProperties"), first("distributedInfo")
-    if isinstance(devices, list):
-        prof.device_properties = [d for d in devices if isinstance(d, dict)]
-    if isinstance(info, dict):
-        prof.distributed_info = info
+    header = {k: b.value for k, b in builders.items()}
+    for key in HEADER_KEYS:
+        if key not in header:
+            with _open(path, wide) as f:
+                header[key] = next(ijson.items(f, key, use_float=True), None)
+    if isinstance(header["deviceProperties"], list):
+        prof.device_properties = [d for d in header["deviceProperties"] if isinstance(d, dict)]
+    if isinstance(header["distributedInfo"], dict):
+        prof.distributed_info = header["distributedInfo"]
 
 
 def read_profile(path: str | Path) -> KinetoProfile:

@@ -141,9 +141,10 @@ def _alias_of(torch: Any, nodes: Sequence[Any]) -> tuple[int | None, ...]:
         value = node.meta.get("example_value")
         base = None
         if isinstance(value, torch.Tensor) and value._is_view():
-            others = [(j, nodes[j].meta.get("example_value")) for j in range(i + 1, len(nodes))]
-            base = next((j for j, o in others if isinstance(o, torch.Tensor) and not o._is_view()
-                         and o.untyped_storage()._cdata == value.untyped_storage()._cdata), None)
+            storage = value.untyped_storage()._cdata
+            base = next((j for j in range(i + 1, len(nodes))
+                         if isinstance(o := nodes[j].meta.get("example_value"), torch.Tensor)
+                         and not o._is_view() and o.untyped_storage()._cdata == storage), None)
         out.append(base)
     return tuple(out)
 

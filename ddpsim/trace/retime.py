@@ -203,12 +203,14 @@ def _tensors(tree: Any) -> list[Any]:
 def _unit(gpu: Gpu, peaks: dict[str, float], name: str, dtype: Any) -> tuple[str, float]:
     """Where an op's FLOPs run, and that unit's peak: ``"tensor"`` for bf16/fp16, ``"tf32"`` for a
     float32 convolution where the GPU has TF32 (cuDNN's ``allow_tf32``), ``"cuda_cores"`` otherwise
-    (float32 matmuls: PyTorch's ``allow_tf32=False`` for matmul)."""
+    (float32 matmuls: PyTorch's ``allow_tf32=False`` for matmul). ``peaks``: :func:`gpu_peaks`, with
+    ``bf16_flops_per_s`` where the GPU has bf16 tensor cores."""
     import torch
 
     if dtype in (torch.bfloat16, torch.float16):
-        bf16 = dtype == torch.bfloat16
-        return "tensor", low_precision_flops_per_s(gpu, "bf16") if bf16 else peaks["tensor_flops_per_s"]
+        if dtype == torch.float16:
+            return "tensor", peaks["tensor_flops_per_s"]
+        return "tensor", peaks.get("bf16_flops_per_s") or low_precision_flops_per_s(gpu, "bf16")  # refuses
     if name in _CONV_OPS and dtype == torch.float32 and peaks["tf32_flops_per_s"] > peaks["fp32_flops_per_s"]:
         return "tf32", peaks["tf32_flops_per_s"]
     return "cuda_cores", peaks["fp32_flops_per_s"]
@@ -245,6 +247,8 @@ def _make_mode(gpu: Gpu, assumptions: RooflineAssumptions, autocast_dtype: Any, 
     from torch.utils._python_dispatch import TorchDispatchMode
 
     peaks = gpu_peaks(gpu)
+    if gpu.dense_tflops.bf16 is not None:
+        peaks["bf16_flops_per_s"] = low_precision_flops_per_s(gpu, "bf16")
 
     class RooflineMode(TorchDispatchMode):
         """Runs each op (on meta tensors) and charges its roofline time to ``clock_s``: a
@@ -400,13 +404,14 @@ def retime_spec(spec: Any, *, gpu: str | Gpu, batch_size: int, autocast: str | N
         env.pop(k, None)
     env["torch_version"] = torch.__version__
     low = autocast or {"bfloat16": "bf16", "float16": "fp16"}.get(dtype)
-    peak = gpu_peaks(g)["fp32_flops_per_s"] if low is None else low_precision_flops_per_s(g, low)
+    peaks = gpu_peaks(g)
+    peak = peaks["fp32_flops_per_s"] if low is None else low_precision_flops_per_s(g, low)
     fwd_flops = sum(c.flops for c in log if c.phase == "forward")
     bwd_flops = sum(c.flops for c in log if c.phase == "backward")
     step_s = sample.forward_s + sample.backward_s + sample.optimizer_s + sample.zero_grad_s
     synthetic = {
         "kind": "retimed",
-        "gpu": modelled_name(g), "gpu_peaks": gpu_peaks(g), "gpu_source": g.summary,
+        "gpu": modelled_name(g), "gpu_peaks": peaks, "gpu_source": g.summary,
         "assumptions": asdict(a),
         "method": _RETIME_METHOD,
         "forward_flops": fwd_flops, "backward_flops": bwd_flops, "num_kernels": len(log),

@@ -60,13 +60,14 @@ def adhoc_scenario(*, trace: Trace | str | Path, topology: str = "cpu-gloo", wor
 
 def simulate(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_size: int | None = 2, nodes: int = 1,
              bucket_cap_mb: float | None = None, iterations: int = 6, seed: int = 0, comm_hook: str = "none",
-             plan: BucketPlan | None = None, simulate_fn: Callable | None = None):
+             plan: BucketPlan | None = None, simulate_fn: Callable | None = None, **extra: Any):
     """Simulate one configuration; returns the engine's :class:`~ddpsim.engine.result.SimResult`, the
     point run as ``ddpsim simulate`` runs its point (the points runner, alone); ``plan`` replaces
-    DDP's buckets, ``simulate_fn`` the engine."""
+    DDP's buckets, ``simulate_fn`` the engine; ``extra``: the scenario's other sections, as
+    :func:`adhoc_scenario` takes them (``ddp={...}``, ``cost_model={...}``)."""
     tr = trace if isinstance(trace, Trace) else load_trace(trace)
     sc = adhoc_scenario(trace=tr, topology=topology, world_size=world_size, nodes=nodes, bucket_cap_mb=[bucket_cap_mb],
-                        iterations=iterations, seed=seed, comm_hook=comm_hook)
+                        iterations=iterations, seed=seed, comm_hook=comm_hook, **extra)
     build = None if plan is None else (lambda s, p, t: replace(s.build_point(p, trace=t), plan=plan))
     return run_sweep(sc, trace=tr, jobs=1, progress=False, points=[sc.point_at(bucket_cap_mb)], alone=True,
                      simulate=simulate_fn, build=build)[0].result
@@ -78,11 +79,13 @@ SWEEP_CAPS = (None, 1, 5, 25, 100)
 
 def sweep(trace: Trace | str | Path, *, topology: str = "cpu-gloo", world_size: int | None = 2, nodes: int = 1,
           bucket_cap_mb: Sequence[float | None] = SWEEP_CAPS, iterations: int = 6, seed: int = 0,
-          comm_hook: str = "none", jobs: int | None = None, progress: bool = False, simulate_fn: Callable | None = None):
-    """Sweep ``bucket_cap_mb``; returns the sweep table (a DataFrame, one row per point)."""
+          comm_hook: str = "none", jobs: int | None = None, progress: bool = False, simulate_fn: Callable | None = None,
+          **extra: Any):
+    """Sweep ``bucket_cap_mb``; returns the sweep table (a DataFrame, one row per point); ``extra``:
+    as :func:`simulate`'s."""
     tr = trace if isinstance(trace, Trace) else load_trace(trace)
     sc = adhoc_scenario(trace=tr, topology=topology, world_size=world_size, nodes=nodes, iterations=iterations, seed=seed,
-                        comm_hook=comm_hook, bucket_cap_mb=list(dict.fromkeys([None, *bucket_cap_mb])))
+                        comm_hook=comm_hook, bucket_cap_mb=list(dict.fromkeys([None, *bucket_cap_mb])), **extra)
     return sweep_table(run_sweep(sc, trace=tr, jobs=jobs, progress=progress, simulate=simulate_fn))
 
 

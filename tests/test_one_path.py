@@ -69,6 +69,7 @@ def test_simulate_sweep_api_and_run_agree(tmp_path, capsys, monkeypatch, name, t
     (lambda: api.simulate("traces/mlp.cpu.json", comm_hook="bogus"), "ddp.comm_hook"),
     (lambda: api.simulate("traces/mlp.cpu.json", bucket_cap_mb=2e6), "sweep.bucket_cap_mb[0]"),   # over MAX_CAP_MB
     (lambda: api.sweep("traces/mlp.cpu.json", bucket_cap_mb=[None, 0]), "sweep.bucket_cap_mb[1]"),
+    (lambda: api.simulate("traces/mlp.cpu.json", ddp={"bucket_cap_mb": -1}), "ddp.bucket_cap_mb"),
 ])
 def test_api_checks_its_scenario_as_a_file(monkeypatch, call, key):
     """api.simulate / api.sweep build a scenario file: its checks and bounds apply, the error names the key."""
@@ -76,6 +77,15 @@ def test_api_checks_its_scenario_as_a_file(monkeypatch, call, key):
     with pytest.raises(InputError) as err:
         call()
     assert str(err.value).startswith(f"api: {key}: ")
+
+
+def test_api_simulate_and_sweep_take_the_scenarios_other_sections(monkeypatch):
+    """Sections beyond the named keywords (here ``ddp``) reach the point, as a scenario file's do."""
+    monkeypatch.chdir(ROOT)
+    res = api.simulate("traces/mlp.cpu.json", ddp={"gradient_as_bucket_view": True})
+    assert res.meta["plan"]["label"] == "cap=default,grad_as_bucket_view"
+    table = api.sweep("traces/mlp.cpu.json", bucket_cap_mb=[None], ddp={"gradient_as_bucket_view": True})
+    assert table["iteration_p50_s"].tolist() == [res.summary()["iteration_p50_s"]]
 
 
 def test_simulate_applies_the_gpu_cost_terms(capsys, monkeypatch):

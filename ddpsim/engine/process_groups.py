@@ -26,12 +26,16 @@ class GroupStreams:
         self.n = n
         #: collectives in flight on every group
         self.running: list[Any] = []
+        self._demand: dict[int, float] = {}  # pace() asks it for every collective in flight, at every change
+        self._latency_s = eng.duration_s(1, False)
         self.capacity = self.demand(CAPACITY_PROBE_BYTES)
 
     def demand(self, size_bytes: int) -> float:
         """Bytes per second an all-reduce of ``size_bytes`` moves alone (inf when it is all latency)."""
-        t1, t = self.eng.duration_s(1, False), self.eng.duration_s(size_bytes, False)
-        return size_bytes / (t - t1) if t > t1 else math.inf
+        if (d := self._demand.get(size_bytes)) is None:
+            t = self.eng.duration_s(size_bytes, False)
+            d = self._demand[size_bytes] = size_bytes / (t - self._latency_s) if t > self._latency_s else math.inf
+        return d
 
     def pace(self, c: Any) -> float:
         """``c``'s pace with the collectives now in flight, as a fraction of its pace alone."""

@@ -57,7 +57,7 @@ def launch_local(step_args: Sequence[str], *, nproc: int = 2, num_threads: int |
 
 
 def _launch_once(cmd: list[str], *, env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess:
-    """One launch of ``cmd`` in its own session; past ``timeout_s`` the session is stopped (SIGTERM,
+    """One launch of ``cmd`` as a new process group; past ``timeout_s`` the group is stopped (SIGTERM,
     then SIGKILL after 15 s) and the launch fails with exit status 124."""
     proc = subprocess.Popen(cmd, cwd=str(REPO_ROOT), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)

@@ -110,7 +110,11 @@ def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
         log.info("wrote %s", rdir / "recommended_plan.json")
         written = {r.point_id: p.finish(side.result(i)) for i, (r, p) in enumerate(zip(timeline, drawing.traces))}
         log.info("wrote timelines for %s", ", ".join(written) or "no point")
-        summ, md = _write_summary(run, written)
+        summ = report.summarize(run, overlaps={p: {r: o for r, _, o in w} for p, w in written.items()},
+                                trace_files={p: [f for _, f, _ in w] for p, w in written.items()})
+        write_text_atomic(rdir / "summary.json", json_text(summ, indent=1, sort_keys=True, default=str))
+        md = report.render_summary(summ)
+        write_text_atomic(rdir / "summary.md", md + "\n")
         for p, got in zip(pngs, side.results()[len(drawing.traces):]):
             p.finish(got)
     files = [*run.files, *(rdir / n for n in ("sweep.csv", "buckets.csv", "recommended_plan.json")),
@@ -125,16 +129,6 @@ def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
     ran = {f.name: getattr(run, f.name) for f in fields(ScenarioRun)
            if f.name not in ("files", "report_started")}  # the drawing is done
     return Report(**ran, files=tuple(files), summary=summ, summary_md=md)
-
-
-def _write_summary(run: ScenarioRun, written: dict[str, list[tuple[int, str, float]]]) -> tuple[dict[str, Any], str]:
-    """Write ``summary.json`` and ``summary.md`` (``written``: per point, ``(rank, file, overlap)``)."""
-    summ = report.summarize(run, overlaps={p: {r: o for r, _, o in w} for p, w in written.items()},
-                            trace_files={p: [f for _, f, _ in w] for p, w in written.items()})
-    write_text_atomic(run.out_dir / "summary.json", json_text(summ, indent=1, sort_keys=True, default=str))
-    md = report.render_summary(summ)
-    write_text_atomic(run.out_dir / "summary.md", md + "\n")
-    return summ, md
 
 
 @dataclass
@@ -199,21 +193,20 @@ def _write_traces(rec: Any, rdir: Path) -> tuple[list[Path], list[tuple[int, str
 
 def _bucket_sizes(sc: Scenario, records: list[Any], timeline: list[Any], rec_info: dict[str, Any], rdir: Path,
                   kept: KeptFiles) -> _Piece:
-    """``bucket_sizes.png``: the timeline points' buckets and the recommended plan's."""
-    shown = [r for r in records if any(r is t for t in timeline)]  # in sweep order
-    rows = [(f"default ({records[0].point_id})" if r.point.is_default_cap else r.point_id,
-             r.metrics.get("bucket_sizes_bytes") or [], _cap_mb(sc, r.point)) for r in shown]
-    rows.append(("recommended explicit plan", list(rec_info["bucket_sizes_bytes"]), None))
-    title = f"{sc.name}: bucket sizes (steady state)"
-    return _png(kept, rdir, "bucket_sizes.png", [rows, title], "bucket_sizes_figure", rows, title=title)
-
-
-def _cap_mb(sc: Scenario, point: Any) -> list[float]:
-    """The per-bucket limits (MiB, the last reused) DDP's rebuild applies at ``point``
+    """``bucket_sizes.png``: the timeline points' buckets and the recommended plan's, each against
+    the per-bucket limits (MiB, the last reused) DDP's rebuild applies at its point
     (:func:`ddpsim.plan.planner.assign_in_ready_order`): its ``bucket_cap_mb_list``, else the first
     bucket's limit and the cap; the cap alone when small buckets go last or the two are equal."""
     from ddpsim.units import MIB
 
-    opts = sc.ddp_options(point)
-    first = [] if opts.small_bucket_last else [opts.first_bucket_bytes_cap]
-    return [b / MIB for b in opts.list_bytes_caps or dict.fromkeys([*first, opts.bucket_bytes_cap])]
+    rows = []
+    for r in records:
+        if any(r is t for t in timeline):  # in sweep order
+            opts = sc.ddp_options(r.point)
+            first = [] if opts.small_bucket_last else [opts.first_bucket_bytes_cap]
+            caps = opts.list_bytes_caps or dict.fromkeys([*first, opts.bucket_bytes_cap])
+            rows.append((f"default ({records[0].point_id})" if r.point.is_default_cap else r.point_id,
+                         r.metrics.get("bucket_sizes_bytes") or [], [b / MIB for b in caps]))
+    rows.append(("recommended explicit plan", list(rec_info["bucket_sizes_bytes"]), None))
+    title = f"{sc.name}: bucket sizes (steady state)"
+    return _png(kept, rdir, "bucket_sizes.png", [rows, title], "bucket_sizes_figure", rows, title=title)

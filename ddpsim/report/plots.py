@@ -364,8 +364,9 @@ def bucket_sizes_figure(plans: Sequence[tuple[str, Sequence[int], Any]], title: 
             if _fits(text, bar_in, 7):
                 ax.text(i, mib[i], text, ha="center", va="bottom", fontsize=7, gid="size-label")
         ax.set_ylabel("MiB", fontsize=8)
-        cap_words = ("; no cap" if not caps else f"; cap {cap[0]:g} MiB (dashed)" if len(cap) == 1 else
-                     f"; caps {', '.join(f'{c:g}' for c in cap)} MiB (bucket by bucket, the last reused) (dashed)")
+        listed = ", ".join(f"{c:g}" for c in cap or ())
+        cap_words = ("; no cap" if not caps else f"; cap {listed} MiB (dashed)" if len(cap) == 1 else
+                     f"; caps {listed} MiB (bucket by bucket, the last reused) (dashed)")
         ax.set_title(f"{label}: {len(sizes)} buckets, {sum(sizes) / 2**20:.1f} MiB{cap_words}", fontsize=9)
         ax.grid(axis="y", alpha=0.3)
     axes[-1, 0].set_xlabel("bucket index = launch order (bucket 0 is all-reduced first)", fontsize=8)

@@ -448,27 +448,26 @@ def _first_iteration_section(s: Summary) -> list[str]:
     return ["## First iteration and the bucket rebuild", "", *(_first_iteration_line(n, m) for n, m in pair), ""]
 
 
-def _overlap_line(s: Summary, point: str, per_rank: dict[int, float]) -> str:
-    """One point's bullet of the Perfetto section: the HTA overlap per rank written, beside the engine's."""
-    files = s.trace_files.get(point, ())
-    ranks = sorted(per_rank.items())
-    if len({f"{100 * v:.2f}" for _, v in ranks}) == 1:
-        words = f"{100 * ranks[0][1]:.2f}%" + (f" on each of the {len(ranks)} ranks written" if len(ranks) > 1 else "")
-    else:
-        words = ", ".join(f"rank {r}: {100 * v:.2f}%" for r, v in ranks)
-    steady = next((p.overlap_ratio for p in s.points if p.point == point), None)
-    shown = files if len(files) <= 4 else [*files[:2], "...", files[-1]]
-    return (f"- `{point}`: communication overlapped by compute, as HTA's `get_comm_comp_overlap` computes it over "
-            f"the whole trace (iteration 1 included): {words}; steady iterations only (engine): "
-            f"{'-' if steady is None else f'{100 * steady:.1f}%'}. Files: {', '.join(f if f == '...' else f'`{f}`' for f in shown)}; "
-            f"timeline `timeline_{file_id(point)}.png`.")
-
-
 def _overlap_section(s: Summary) -> list[str]:
     """``## Overlap shown by the Perfetto traces``: one bullet per point written, and how to open them."""
     if not s.overlaps:
         return ["## Overlap shown by the Perfetto traces", "", "- (no timelines requested)", ""]
-    L = ["## Overlap shown by the Perfetto traces", "", *(_overlap_line(s, p, r) for p, r in s.overlaps.items())]
+    L = ["## Overlap shown by the Perfetto traces", ""]
+    for point, per_rank in s.overlaps.items():  # the HTA overlap per rank written, beside the engine's
+        files = s.trace_files.get(point, ())
+        ranks = sorted(per_rank.items())
+        if len({f"{100 * v:.2f}" for _, v in ranks}) == 1:
+            words = f"{100 * ranks[0][1]:.2f}%" + (f" on each of the {len(ranks)} ranks written"
+                                                   if len(ranks) > 1 else "")
+        else:
+            words = ", ".join(f"rank {r}: {100 * v:.2f}%" for r, v in ranks)
+        steady = next((p.overlap_ratio for p in s.points if p.point == point), None)
+        shown = files if len(files) <= 4 else [*files[:2], "...", files[-1]]
+        L.append(f"- `{point}`: communication overlapped by compute, as HTA's `get_comm_comp_overlap` "
+                 f"computes it over the whole trace (iteration 1 included): {words}; steady iterations only "
+                 f"(engine): {'-' if steady is None else f'{100 * steady:.1f}%'}. Files: "
+                 f"{', '.join(f if f == '...' else f'`{f}`' for f in shown)}; "
+                 f"timeline `timeline_{file_id(point)}.png`.")
     pair = (s.default.point, s.best.point)
     if pair[0] != pair[1] and all(p in s.overlaps for p in pair):
         L.append(f"- `{pair[0]}` against `{pair[1]}` on one time axis: `timeline_default_vs_best.png`.")

@@ -117,19 +117,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def write_trace(trace: Any, out: str, *head: str) -> int:
-    """Save ``trace`` at ``out`` and print ``head``'s lines and its summary."""
+    """Save ``trace`` at ``out`` and print ``head``'s lines and its summary: parameters, bytes, median
+    phase times, hook overhead."""
     from ddpsim.trace.records import save_trace
 
     save_trace(trace, out)
-    print(*head, trace_summary(trace), sep="\n")
-    print(f"wrote {out}")
-    return 0
-
-
-def trace_summary(trace: Any) -> str:
-    """A few lines: parameters, bytes, median phase times, hook overhead."""
-    lines = [f"model {trace.model}: {trace.num_params} parameter tensors, {trace.num_param_elements:,} elements, "
-             f"{format_size(trace.total_param_bytes)} ({trace.total_param_bytes:,} bytes), {len(trace.buffers)} buffers"]
+    size = trace.total_param_bytes
+    lines = [*head, f"model {trace.model}: {trace.num_params} parameter tensors, {trace.num_param_elements:,} "
+             f"elements, {format_size(size)} ({size:,} bytes), {len(trace.buffers)} buffers"]
     phases = ", ".join(f"{n} {trace.phase(n).median_s * 1e3:.3f} ms" for n in ("forward", "backward", "optimizer", "zero_grad"))
     lines.append(f"median over {len(trace.iterations)} iterations: {phases}")
     hook = "not measured" if trace.hook_overhead_frac is None else f"{trace.hook_overhead_frac * 100:.2f} %"
@@ -142,7 +137,8 @@ def trace_summary(trace: Any) -> str:
                      for ph in host]
             lines.append("host issuing ops / GPU kernels: " + ", ".join(cells))
         lines += _cost_lines(trace.synthetic)
-    return "\n".join(lines)
+    print(*lines, f"wrote {out}", sep="\n")
+    return 0
 
 
 #: the kernels a re-timed trace counts and what its summary says of them where they take 1 % of the

@@ -102,17 +102,18 @@ def run(args: argparse.Namespace) -> int:
     for it in res.iterations:  # the first of the slowest on a tie
         slowest[it.iteration] = max(slowest.get(it.iteration, it), it, key=lambda x: x.iteration_s)
     out.write("per iteration (slowest simulated rank):\n")
-    out.write(_table([{"iteration": k, "rank": it.rank, "warmup": it.warmup, "iteration_ms": it.iteration_s * 1e3,
-                       "forward_ms": it.forward_s * 1e3, "backward_ms": it.backward_compute_s * 1e3,
-                       "comm_ms": it.comm_s * 1e3, "exposed_comm_ms": it.exposed_comm_s * 1e3,
-                       "overlap": it.overlap_ratio, "optimizer_ms": it.optimizer_s * 1e3}
-                      for k, it in sorted(slowest.items())]))
+    out.write(_table([{"iteration": k, "rank": it.rank, "warmup": it.warmup,
+                       "iteration_ms": it.iteration_s * 1e3, "forward_ms": it.forward_s * 1e3,
+                       "backward_ms": it.backward_compute_s * 1e3, "comm_ms": it.comm_s * 1e3,
+                       "exposed_comm_ms": it.exposed_comm_s * 1e3, "overlap": it.overlap_ratio,
+                       "optimizer_ms": it.optimizer_s * 1e3} for k, it in sorted(slowest.items())]))
     steady = sorted({it.iteration for it in res.iterations if not it.warmup})
     k = steady[0] if steady else max((b.iteration for b in res.buckets), default=None)
     out.write(f"\nbuckets of iteration {k}, rank {res.ranks[0]} (ms from simulation start):\n")
     out.write(_table([{"bucket": b.bucket, "params": b.num_params, "size_mib": b.size_bytes / 2**20,
-                       "ready_ms": b.ready_s * 1e3, "launch_ms": b.launch_s * 1e3, "start_ms": b.start_s * 1e3,
-                       "end_ms": b.end_s * 1e3, "comm_ms": (b.end_s - b.start_s) * 1e3}
+                       "ready_ms": b.ready_s * 1e3, "launch_ms": b.launch_s * 1e3,
+                       "start_ms": b.start_s * 1e3, "end_ms": b.end_s * 1e3,
+                       "comm_ms": (b.end_s - b.start_s) * 1e3}
                       for b in res.buckets if b.iteration == k and b.rank == res.ranks[0]]))
     out.write("\nsummary (steady state):\n")
     for key, v in summary.items():  # seconds as milliseconds

@@ -146,30 +146,6 @@ def draw_topology(graph: Any, path: str) -> None:
 PRECISIONS = ("fp8", "fp16", "bf16", "tf32", "fp32")
 
 
-def _gpu_line(name: str, gpu: Any) -> str:
-    f = gpu.dense_tflops
-    flops = " ".join(f"{p} {getattr(f, p):g}" for p in PRECISIONS if getattr(f, p) is not None)
-    nvlink = ("no NVLink" if gpu.nvlink is None else
-              f"NVLink{gpu.nvlink.generation} {gpu.nvlink.links} x {gpu.nvlink.link_gbps:g} GB/s")
-    cc = gpu.compute_capability
-    return (f"  {name:<10} {gpu.model} ({gpu.architecture}, sm_{cc}), {gpu.sm_count} SMs; dense TFLOP/s {flops}; "
-            f"{gpu.memory_gb:g} GB at {gpu.memory_gbps:g} GB/s; {nvlink}; PCIe Gen{gpu.pcie_gen}")
-
-
-def _system_line(name: str, system: Any) -> str:
-    links = {"nvswitch": f"NVSwitch{' with NVLS' if system.nvls else ''}",
-             "nvlink-mesh": f"NVLink mesh of {len(system.nvlink_edges or ())} edges",
-             "pcie": "PCIe only"}[system.interconnect]
-    pcie = system.pcie
-    tray = "" if system.gpus_per_tray is None else f" in trays of {system.gpus_per_tray}"
-    gens = "" if not system.by_pcie_gen else "; pcie_gen " + ", ".join(
-        f"{g}: {v.gpu}, {v.nic_gbit:g} Gb/s" for g, v in system.by_pcie_gen.items())
-    return (f"  {name:<12} {system.gpus_per_node}x {system.gpu}{tray}, {links}; PCIe Gen{pcie.gen}, "
-            f"{pcie.gpus_per_switch} GPUs + {pcie.nics_per_switch} NICs per switch; NIC {system.nic.gbit:g} Gb/s "
-            f"{system.nic.fabric} ({system.nic.model}); {system.cpu.model} ({system.cpu.vendor}); "
-            f"leaf radix {system.switch_radix}{gens}")
-
-
 def _sources(sources: dict[str, str]) -> str:
     return "    sources: " + ", ".join(f"{figure} [{ref}]" for figure, ref in sources.items())
 
@@ -185,11 +161,27 @@ def print_catalogue(catalogue: Any, fmt: str) -> None:
     print(f"hardware catalogue: ddpsim/hardware/catalogue.yaml{extra}")
     print("GPUs (retime --gpu NAME; TFLOP/s dense, GB/s per direction)")
     for name, gpu in catalogue.gpus.items():
-        print(_gpu_line(name, gpu))
+        f = gpu.dense_tflops
+        flops = " ".join(f"{p} {getattr(f, p):g}" for p in PRECISIONS if getattr(f, p) is not None)
+        nvlink = ("no NVLink" if gpu.nvlink is None else
+                  f"NVLink{gpu.nvlink.generation} {gpu.nvlink.links} x {gpu.nvlink.link_gbps:g} GB/s")
+        print(f"  {name:<10} {gpu.model} ({gpu.architecture}, sm_{gpu.compute_capability}), "
+              f"{gpu.sm_count} SMs; dense TFLOP/s {flops}; {gpu.memory_gb:g} GB at {gpu.memory_gbps:g} GB/s; "
+              f"{nvlink}; PCIe Gen{gpu.pcie_gen}")
         print(_sources(gpu.sources))
     print("systems (topology presets; cpu-gloo: CPU ranks over TCP, see 'ddpsim topology --help')")
     for name, system in catalogue.systems.items():
-        print(_system_line(name, system))
+        links = {"nvswitch": f"NVSwitch{' with NVLS' if system.nvls else ''}",
+                 "nvlink-mesh": f"NVLink mesh of {len(system.nvlink_edges or ())} edges",
+                 "pcie": "PCIe only"}[system.interconnect]
+        pcie = system.pcie
+        tray = "" if system.gpus_per_tray is None else f" in trays of {system.gpus_per_tray}"
+        gens = "" if not system.by_pcie_gen else "; pcie_gen " + ", ".join(
+            f"{g}: {v.gpu}, {v.nic_gbit:g} Gb/s" for g, v in system.by_pcie_gen.items())
+        print(f"  {name:<12} {system.gpus_per_node}x {system.gpu}{tray}, {links}; PCIe Gen{pcie.gen}, "
+              f"{pcie.gpus_per_switch} GPUs + {pcie.nics_per_switch} NICs per switch; "
+              f"NIC {system.nic.gbit:g} Gb/s {system.nic.fabric} ({system.nic.model}); "
+              f"{system.cpu.model} ({system.cpu.vendor}); leaf radix {system.switch_radix}{gens}")
         print(f"    {system.description}")
         print(_sources(system.sources))
     print("references")

@@ -58,8 +58,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ddpsim.pipeline.explore import load_space, run_explore
-    from ddpsim.pipeline.explore import explore_table, load_prices
+    from ddpsim.pipeline.explore import explore_table, load_prices, load_space, run_explore
     from ddpsim.pipeline.sweep import default_jobs
     from ddpsim.report.explore_report import write_explore_report
 

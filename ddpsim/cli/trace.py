@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         raise InputError("--device: 'cuda' is not available on this machine (torch.cuda.is_available() is False); expected 'cpu'")
     from ddpsim.trace.capture import capture_trace, derive_depth
-    from ddpsim.trace.models import build_model
+    from ddpsim.trace.models import build_model, ddp_params
 
     build = partial(build_model, args.model, seed=args.seed, input_shape=args.input_shape, input_dtype=args.input_dtype,
                     **_model_kwargs(args))
@@ -156,11 +156,16 @@ def run(args: argparse.Namespace) -> int:
     graph = None
     if args.compiled_graph:  # the model's Dynamo graphs, as DDPOptimizer walks them
         from ddpsim.trace.compiled_graph import capture_compiled_graph
-        from ddpsim.trace.models import ddp_params
 
         graph = capture_compiled_graph(spec, [p for _, p, _ in ddp_params(spec.module)], batch_size=args.batch_size)
-    if args.graph_into is not None:
-        trace = _graph_base(args, spec)
+    if args.graph_into is not None:  # refused unless it holds the parameters of the model
+        from ddpsim.trace.records import load_trace
+
+        trace = load_trace(args.graph_into)
+        mine = [(n, tuple(p.shape)) for n, p, _ in ddp_params(spec.module)]
+        if [(p.name, p.shape) for p in trace.params] != mine:
+            raise InputError(f"--graph-into: {args.graph_into} holds other parameters than model {args.model!r} "
+                             f"({trace.num_params} vs {len(mine)}); expected a trace of the same model and options")
     else:
         command = _command(args)
         trace = capture_trace(spec, device=args.device, batch_size=args.batch_size, num_iters=args.iterations,
@@ -173,19 +178,6 @@ def run(args: argparse.Namespace) -> int:
     if graph is not None:
         trace = replace(trace, compiled_graph=graph)
     return write_trace(trace, args.out)
-
-
-def _graph_base(args: argparse.Namespace, spec: Any) -> Any:
-    """``--graph-into``'s trace, refused unless it holds the parameters of ``spec``'s model."""
-    from ddpsim.trace.models import ddp_params
-    from ddpsim.trace.records import load_trace
-
-    base = load_trace(args.graph_into)
-    mine = [(n, tuple(p.shape)) for n, p, _ in ddp_params(spec.module)]
-    if [(p.name, p.shape) for p in base.params] != mine:
-        raise InputError(f"--graph-into: {args.graph_into} holds other parameters than model {args.model!r} "
-                         f"({base.num_params} vs {len(mine)}); expected a trace of the same model and options")
-    return base
 
 
 # ---- --from-profile ---------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from ddpsim.pipeline.scenario import scenario_from_dict
 from ddpsim.pipeline.scenario_run import run_scenario
 from ddpsim.report import perfetto
 from ddpsim.report import plots as P
-from ddpsim.report.kept_files import KEPT_FILE, report_key
+from ddpsim.report.kept_files import KEPT_FILE, KeptFiles
 from ddpsim.report.scenario_report import write_report
 
 def _products(rdir):
@@ -82,7 +82,10 @@ def test_without_a_key_or_under_another_one_everything_is_drawn(first, drawn):
     assert (run.out_dir / "points" / KEPT_FILE).is_file()
 
 
-def test_the_key_names_the_points_and_the_scenario():
+def test_the_key_names_the_points_and_the_scenario(tmp_path):
+    def report_key(points_key, name):
+        return KeptFiles(tmp_path, points_key, name).key
+
     assert report_key(None, "t") is None
     assert report_key("a" * 20, "t") == report_key("a" * 20, "t")
     assert report_key("a" * 20, "t") != report_key("b" * 20, "t") != report_key("b" * 20, "u")

@@ -1,7 +1,7 @@
 """The report files a rerun keeps instead of drawing them again. A report's PNGs and Perfetto
 traces are functions of its points (their resume keys, :mod:`ddpsim.pipeline.fingerprint`), the
-scenario's name and the plotting libraries' versions: :class:`KeptFiles` records under one key of
-those (:func:`report_key`) each file's sha256 and what it was drawn from in
+scenario's name and the plotting libraries' versions: :class:`KeptFiles` records, under one key of
+those, each file's sha256 and what it was drawn from in
 ``<report>/points/report.json``; a rerun under the same key keeps a file still on disk with those
 bytes. Nothing is kept without a key (a run with a stand-in engine).
 """
@@ -23,23 +23,19 @@ KEPT_VERSION = 1
 _LIBRARIES = ("matplotlib", "Pillow", "numpy")
 
 
-def report_key(points_key: str | None, name: str) -> str | None:
-    """The key of a report's files from ``points_key`` (:func:`ddpsim.pipeline.run.kept_key`), the
-    scenario's ``name`` and the plotting libraries' versions; None without ``points_key``."""
-    if points_key is None:
-        return None
-    versions = {lib: metadata.version(lib) for lib in _LIBRARIES}  # dependencies (Pillow: matplotlib's)
-    return digest({"format": KEPT_FORMAT, "version": KEPT_VERSION, "points": points_key, "name": name,
-                   "libraries": versions})[:20]
-
-
 class KeptFiles:
-    """The files of the report folder ``rdir`` kept by its last run under ``key`` (module docstring)."""
+    """The files of the report folder ``rdir`` kept by its last run under the key of ``points_key``
+    (:func:`ddpsim.pipeline.run.kept_key`), the scenario's ``name`` and the plotting libraries'
+    versions (module docstring); nothing kept without ``points_key``."""
 
-    def __init__(self, rdir: Path, key: str | None) -> None:
-        self.rdir, self.key = Path(rdir), key
+    def __init__(self, rdir: Path, points_key: str | None, name: str) -> None:
+        self.rdir, self.key = Path(rdir), None
+        if points_key is not None:
+            versions = {lib: metadata.version(lib) for lib in _LIBRARIES}  # Pillow: matplotlib's dependency
+            self.key = digest({"format": KEPT_FORMAT, "version": KEPT_VERSION, "points": points_key, "name": name,
+                               "libraries": versions})[:20]
         self.path = self.rdir / "points" / KEPT_FILE
-        d = read_kept(self.path, KEPT_FORMAT, KEPT_VERSION, key=key) if key is not None else None
+        d = read_kept(self.path, KEPT_FORMAT, KEPT_VERSION, key=self.key) if self.key is not None else None
         self.old = d["entries"] if d is not None and isinstance(d.get("entries"), dict) else {}
         self.new: dict[str, Any] = {}
 

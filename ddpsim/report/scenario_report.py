@@ -19,7 +19,7 @@ from ddpsim.pipeline.scenario import Scenario
 from ddpsim.pipeline.scenario_run import ScenarioRun
 from ddpsim.pipeline.sweep import sweep_rows, sweep_table
 from ddpsim.report import perfetto
-from ddpsim.report.kept_files import KeptFiles, report_key
+from ddpsim.report.kept_files import KeptFiles
 from ddpsim.report.tables import to_csv_text
 from ddpsim.report.workers import SideBySide
 from ddpsim.report import summary as report
@@ -68,7 +68,7 @@ def start_drawing(sc: Scenario, rdir: Path, records: tuple[Any, ...], best: Any,
                   plots: bool = True) -> Drawing:
     """Start the traces and PNGs that need only the points on ``jobs`` - 1 processes while this one
     searches the plan (:func:`ddpsim.pipeline.scenario_run.run_scenario`); :func:`write_report` finishes them."""
-    kept = KeptFiles(rdir, report_key(kept_key, sc.name))
+    kept = KeptFiles(rdir, kept_key, sc.name)
     timeline = [next(r for r in records if r.point == p) for p in sc.timeline_points(best.point)]
     traces = [_Piece(kept, f"traces {r.point_id}", [r.point_id, r.key, r.backend],
                      partial(_write_traces, r, rdir)) for r in timeline]

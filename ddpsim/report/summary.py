@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ddpsim.report import ddp_modes
-from ddpsim.report.figures import (POINT_KEYS, BucketCostRow, BucketCosts, CapList, Compiled,
-                                   MethodError, PointFigures, Recommendation, Summary, TermEffects,
-                                   TraceFigures, Uncertainty, typed)
+from ddpsim.report.figures import (POINT_KEYS, BucketCostRow, BucketCosts, CapList, Compiled, MethodError,
+                                   PointFigures, Summary, TermEffects, TraceFigures, Uncertainty, typed)
 from ddpsim.report.tables import md_table
 from ddpsim.engine.result import BucketTiming
 from ddpsim.io import file_id
@@ -348,19 +347,6 @@ def _best_line(s: Summary) -> str:
                if gain < PRACTICAL_GAIN else "."))
 
 
-def _recommendation_lines(rec: Recommendation, cap_gain: float | None) -> list[str]:
-    """The answer's bullets on the explicit plan beyond one cap and the line to paste."""
-    if rec.better:
-        L = [f"- **Beyond one cap**: an explicit plan of {rec.num_buckets} buckets cut along the gradient-ready order "
-             f"(`recommended_plan.json`) gives p50 {fmt_s(rec.iteration_p50_s)}, **{100 * rec.gain_over_best_cap:.1f}% "
-             f"faster than the best cap** (engine-verified; analytical search: {rec.method})."]
-    else:
-        L = [f"- Beyond one cap: the best explicit plan found ({rec.num_buckets} buckets, p50 {fmt_s(rec.iteration_p50_s)}) "
-             f"is not faster than the best cap ({fmt_pct(rec.gain_over_best_cap)} by the engine); "
-             f"`recommended_plan.json` holds the best cap's own buckets instead."]
-    return L + ([_cap_list_line(rec.cap_list, cap_gain)] if rec.cap_list else [])
-
-
 def _trust_line(backend: str, comm_model: dict[str, Any], tr: TraceFigures | None) -> str | None:
     """What the answer rests on without a measured method error: the trace's and the communication
     model's provenance (None without them)."""
@@ -392,7 +378,19 @@ def _answer_section(s: Summary) -> list[str]:
     L.append(f"- Exposed communication tail (p95 over steady iterations): {fmt_s(b.exposed_comm_p95_s)} at the best point, "
              f"{fmt_s(d.exposed_comm_p95_s)} at the default (mean {fmt_s(b.exposed_comm_s)} / {fmt_s(d.exposed_comm_s)}).")
     L.append(f"- Step-time p95: {fmt_s(b.iteration_p95_s)} at the best point, {fmt_s(d.iteration_p95_s)} at the default.")
-    return L + (_recommendation_lines(s.recommendation, s.gain_over_default) if s.recommendation else []) + [""]
+    if rec := s.recommendation:  # the explicit plan beyond one cap, and the line to paste
+        if rec.better:
+            L.append(f"- **Beyond one cap**: an explicit plan of {rec.num_buckets} buckets cut along the gradient-ready "
+                     f"order (`recommended_plan.json`) gives p50 {fmt_s(rec.iteration_p50_s)}, "
+                     f"**{100 * rec.gain_over_best_cap:.1f}% faster than the best cap** (engine-verified; "
+                     f"analytical search: {rec.method}).")
+        else:
+            L.append(f"- Beyond one cap: the best explicit plan found ({rec.num_buckets} buckets, p50 "
+                     f"{fmt_s(rec.iteration_p50_s)}) is not faster than the best cap "
+                     f"({fmt_pct(rec.gain_over_best_cap)} by the engine); `recommended_plan.json` holds the best "
+                     "cap's own buckets instead.")
+        L += [_cap_list_line(rec.cap_list, s.gain_over_default)] if rec.cap_list else []
+    return L + [""]
 
 
 def _breakdown_section(s: Summary) -> list[str]:

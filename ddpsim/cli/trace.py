@@ -254,12 +254,11 @@ def _modules_check(imp: Any) -> Any:
 
 def run_from_profile(args: argparse.Namespace) -> int:
     """``--from-profile``: the profile imported, its buckets checked, the trace written."""
-    given = [("--" + k.replace("_", "-"), k) for k in CAPTURE_ONLY] + [(f"--set {k}", k) for k in model_keys()]
-    given = [(flag, k) for flag, k in given if getattr(args, k, None) is not None]
-    if given:
-        flag, key = given[0]
-        raise InputError(f"{flag}: {getattr(args, key)!r} is not accepted with --from-profile; expected only "
-                         "--model, --seed and --out (the profile holds the rest)")
+    for flag, key in [*(("--" + k.replace("_", "-"), k) for k in CAPTURE_ONLY),
+                      *((f"--set {k}", k) for k in model_keys())]:  # the first given is named
+        if getattr(args, key, None) is not None:
+            raise InputError(f"{flag}: {getattr(args, key)!r} is not accepted with --from-profile; expected only "
+                             "--model, --seed and --out (the profile holds the rest)")
     if not args.out:
         raise InputError("--out: missing; expected the path of the trace JSON to write")
     from ddpsim.plan.profile_check import check_recorded_buckets

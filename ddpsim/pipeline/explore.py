@@ -42,6 +42,7 @@ from ddpsim.pipeline.sweep import Job, PointRecord, PointTask, run_points
 from ddpsim.plan.planner import cap_point_id
 from ddpsim.schema import Schema, validate
 from ddpsim.units import MAX_BATCH_SIZE
+from ddpsim.value_types import Int
 
 log = logging.getLogger(__name__)
 
@@ -117,9 +118,7 @@ def space_from_dict(data: Any, *, source: str = "scenario", path: Path | None = 
     for name, key, vals in space.axes:
         for i, value in enumerate(vals):
             if key == "batch_size":
-                if not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_BATCH_SIZE):
-                    raise InputError(f"{source}: explore.axes.batch_size[{i}]: {shorten(value)} is not accepted; "
-                                     f"expected an integer >= 1 and <= {MAX_BATCH_SIZE}")
+                validate(Int(1, MAX_BATCH_SIZE), value, f"{source}: explore.axes.batch_size[{i}]")
                 continue
             try:
                 validate(ScenarioFile, point_mapping(space, ((name, value),)), "point")

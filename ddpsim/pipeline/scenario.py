@@ -210,16 +210,14 @@ def resolve_file(text: str | None, base: Path | None, where: str, expected: str)
 
 def _cluster(doc: ScenarioFile, base: Path | None, source: str) -> ClusterSpec:
     """``cluster`` with a topology YAML path and a catalogue path resolved like the other paths."""
-    cluster = doc.cluster
-    if cluster.catalogue is not None:
-        cat = resolve_file(cluster.catalogue, base, f"{source}: cluster.catalogue", "a hardware catalogue YAML or null")
-        cluster = cluster.model_copy(update={"catalogue": str(cat)})
-    topo = cluster.topology
-    if topo is None or not topo.endswith((".yaml", ".yml")):
-        return cluster
-    tp = resolve_file(topo, base, f"{source}: cluster.topology",
-                      "a preset name or a topology YAML path")
-    return cluster.model_copy(update={"topology": str(tp)})
+    c, update = doc.cluster, {}
+    if c.catalogue is not None:
+        update["catalogue"] = str(resolve_file(c.catalogue, base, f"{source}: cluster.catalogue",
+                                               "a hardware catalogue YAML or null"))
+    if c.topology is not None and c.topology.endswith((".yaml", ".yml")):
+        update["topology"] = str(resolve_file(c.topology, base, f"{source}: cluster.topology",
+                                              "a preset name or a topology YAML path"))
+    return c.model_copy(update=update)
 
 
 def _name(doc: ScenarioFile, path: Path | None, source: str) -> str:

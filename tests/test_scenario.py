@@ -113,6 +113,15 @@ def test_bundled_scenarios_are_valid():
         assert s.points() and s.name == p.stem
 
 
+def test_name_defaults_to_a_valid_file_stem(tmp_path, tiny_trace_file):
+    """No ``name``: the file's stem names the report folder, refused when it is no folder name."""
+    good = _write(tmp_path, tiny_trace_file, name=None)
+    assert load_scenario(good).name == "s"
+    bad = good.rename(tmp_path / "bad name.yaml")
+    with pytest.raises(InputError, match=r"name: 'bad name' \(the file's stem\) is not accepted; expected a folder"):
+        load_scenario(bad)
+
+
 def test_latency_bandwidth_cluster_and_copy_bandwidth(tmp_path, tiny_trace_file):
     """``cluster: {latency_us, bandwidth_gbps}`` builds the plain latency + bandwidth model;
     ``simulation.copy_bandwidth_gbps`` sets the copies' bandwidth (what ``ddpsim simulate``'s

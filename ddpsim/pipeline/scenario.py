@@ -220,17 +220,6 @@ def _cluster(doc: ScenarioFile, base: Path | None, source: str) -> ClusterSpec:
     return c.model_copy(update=update)
 
 
-def _name(doc: ScenarioFile, path: Path | None, source: str) -> str:
-    """``name``, else the file's stem (which must then be a valid name)."""
-    if doc.name is not None:
-        return doc.name
-    stem = path.stem if path is not None else "scenario"
-    if not re.match(NAME_PATTERN, stem):
-        raise InputError(f"{source}: name: {shorten(stem)} (the file's stem) is not accepted; expected a folder name "
-                         "of letters, digits, '.', '_' or '-' (give 'name:')")
-    return stem
-
-
 def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None = None) -> Scenario:
     """Validate a decoded scenario mapping against :class:`~ddpsim.pipeline.scenario_schema.ScenarioFile`;
     ``source`` prefixes every error message, ``path`` is the file it came from (relative paths
@@ -240,7 +229,11 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
                          f"({', '.join(ScenarioFile.model_fields)})")
     doc = validate(ScenarioFile, data, source)
     base = path.resolve().parent if path is not None else None
-    name, trace = _name(doc, path, source), resolve_file(doc.trace, base, f"{source}: trace", "a trace JSON (e.g. traces/mlp.cpu.json)")
+    name = doc.name or (path.stem if path is not None else "scenario")  # no name: the file's stem
+    if not re.match(NAME_PATTERN, name):
+        raise InputError(f"{source}: name: {shorten(name)} (the file's stem) is not accepted; expected a folder name "
+                         "of letters, digits, '.', '_' or '-' (give 'name:')")
+    trace = resolve_file(doc.trace, base, f"{source}: trace", "a trace JSON (e.g. traces/mlp.cpu.json)")
     cluster = _cluster(doc, base, source)
     calibration = resolve_file(doc.calibration, base, f"{source}: calibration", "a calibration JSON or null")
     plan = resolve_file(doc.plan, base, f"{source}: plan", "a bucket plan JSON ('ddpsim plan --format json') or null")

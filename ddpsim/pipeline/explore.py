@@ -1,21 +1,17 @@
 """Design spaces: a scenario's ``explore`` block as points, each simulated once, resumably, and
-their table.
-
-The points are the product of ``explore.axes`` (short names of
+their table. The points are the product of ``explore.axes`` (short names of
 :data:`~ddpsim.pipeline.scenario_schema.EXPLORE_ALIASES` or dotted scenario keys; the caps one
-dimension), or a seeded sample of it; each is the scenario with its values set, validated like a
-file, and one point of a figures-only :class:`~ddpsim.pipeline.sweep.Job`. With
-``explore.retime`` each system's trace is re-timed for its GPU and batch size
-(:func:`ddpsim.trace.retime.retime_trace_file`), kept in ``<out>/traces/``.
-
-The table (:func:`explore_table`) has one row per point and the Pareto front of throughput
-against cost. Throughput is samples per second, ``batch per rank x world size / p50 step``;
-scaling efficiency divides it by ``world size x`` one GPU's throughput without DDP (a step of the
-trace's forward, backward, optimizer and zero_grad medians); GPU-hours per 1,000 samples is
-``world size x step / 3600 / samples x 1,000``, and with ``explore.prices`` (a prices YAML: one
-GPU-hour's price per system, with its source) the cost of those samples. A point is on the front
-when no other has throughput >= and cost <=, one of them strictly (the cost is GPU-hours without
-prices).
+dimension) or a seeded sample of it, each the scenario with its values set, validated like a file,
+and one point of a figures-only :class:`~ddpsim.pipeline.sweep.Job`; with ``explore.retime`` each
+system's trace is re-timed for its GPU and batch size
+(:func:`ddpsim.trace.retime.retime_trace_file`), kept in ``<out>/traces/``. The table
+(:func:`explore_table`) gives each point's throughput (samples per second,
+``batch per rank x world size / p50 step``), its scaling efficiency (that over ``world size x``
+one GPU's throughput without DDP: a step of the trace's forward, backward, optimizer and zero_grad
+medians), its GPU-hours per 1,000 samples (``world size x step / 3600 / samples x 1,000``) and,
+with ``explore.prices`` (a prices YAML: one GPU-hour's price per system, with its source), their
+cost; and the Pareto front of throughput against cost (:func:`pareto_front`; the cost is GPU-hours
+without prices).
 """
 from __future__ import annotations
 

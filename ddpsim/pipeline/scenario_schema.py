@@ -234,14 +234,9 @@ class CapRange(Schema):
     def caps(self) -> list[int | float]:
         """The caps, 3 significant digits (readable point ids), duplicates dropped."""
         lo, hi, n = self.min, self.max, self.points
-        vals: list[int | float] = []
-        for i in range(n):
-            f = i / (n - 1) if n > 1 else 0.0
-            v = lo * (hi / lo) ** f if self.scale == "log" else lo + (hi - lo) * f
-            v = _whole(float(f"{v:.3g}"))
-            if v not in vals:
-                vals.append(v)
-        return vals
+        fs = [i / (n - 1) if n > 1 else 0.0 for i in range(n)]
+        vals = (lo * (hi / lo) ** f if self.scale == "log" else lo + (hi - lo) * f for f in fs)
+        return list(dict.fromkeys(_whole(float(f"{v:.3g}")) for v in vals))
 
 
 def _caps_in(v: Any) -> Any:

@@ -1,12 +1,11 @@
-"""The method's own error, measured on other models: a conformal band around a prediction.
-
-A prediction interval (:mod:`ddpsim.validation.intervals`) holds the trace's noise, not what the
+"""The method's own error, measured on other models: a conformal band around a prediction. A
+prediction interval (:mod:`ddpsim.validation.intervals`) holds the trace's noise, not what the
 engine gets wrong about a model. This module measures that error on validated models as each
 point's residual ``r = measured_s / predicted_s - 1`` and turns the residuals of OTHER models into
 a band ``[p * (1 + r_lo), p * (1 + r_hi)]`` around a new prediction ``p``, with ``r_lo``, ``r_hi``
-the split-conformal order statistics (Vovk et al., *Algorithmic Learning in a Random World*; Lei
-et al. 2018, "Distribution-free predictive inference for regression"): for ``n`` residuals at
-level ``L`` (tails ``a = (1 - L) / 2``), the ``floor((n + 1) a)``-th and ``ceil((n + 1) (1 - a))``-th
+the split-conformal order statistics (Vovk et al., *Algorithmic Learning in a Random World*; Lei et
+al. 2018, "Distribution-free predictive inference for regression"): for ``n`` residuals at level
+``L`` (tails ``a = (1 - L) / 2``), the ``floor((n + 1) a)``-th and ``ceil((n + 1) (1 - a))``-th
 smallest; exchangeable residuals fall in it with probability >= ``L``, and with fewer than
 ``(1 + L) / (1 - L)`` residuals there is no band. :func:`widen` takes the hull with an interval's
 own band; a model's own residuals never inform its band (``exclude_model``); residuals measured

@@ -38,12 +38,9 @@ def build_point_inputs(scenario: Any, point: Point, trace: Any = None, *, calibr
                        graph: Any = None) -> PointInputs:
     """The (trace, plan, comm model, SimConfig) of one point of ``scenario``; ``trace``,
     ``calibration``, ``graph``: already loaded ones (default: the scenario's)."""
-    if calibration is None:
-        calibration = scenario.calibration
-    if trace is None:
-        return _build(scenario, point, scenario.load_trace(), calibration, graph)
-    if graph is not None:
-        return _build(scenario, point, trace, calibration, graph)
+    calibration = scenario.calibration if calibration is None else calibration
+    if trace is None or graph is not None:
+        return _build(scenario, point, scenario.load_trace() if trace is None else trace, calibration, graph)
     # a point's re-simulations (its uncertainty samples, its runs with cost terms off) build it again
     cluster = _cluster_key(scenario, point.nodes) if scenario.cluster.topology is not None else None
     return _KEPT.get(("inputs", id(scenario), id(trace), id(calibration), cluster, point), (scenario, trace, calibration),

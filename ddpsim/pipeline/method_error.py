@@ -168,13 +168,13 @@ def widen(interval: Any, band: tuple[float, float] | None) -> Any:
 
 def answer(me: MethodError, *, points: Sequence[tuple[str, float]], best: str, level: float, source: str,
            model: str | None = None, note: str | None = None, best_mean_s: float | None = None) -> dict[str, Any]:
-    """What a sweep's report says with residuals ``me`` (``ddpsim run --method-error``):
-    ``points`` are ``(point id, predicted step)``, ``best`` the best point's id. The band around
-    the best point's mean step (``best_mean_s``, predicted as the residuals' predictions were;
-    default: its step in ``points``), and the points whose predicted step lies so close to the
-    best that the measured error of a step ratio between two settings
-    (:meth:`MethodError.trend_band`) could reverse their order: a tie by the method's measured
-    error. ``model``'s own residuals are left out."""
+    """What a sweep's report says with residuals ``me`` (``ddpsim run --method-error``): ``points``
+    are ``(point id, predicted step)``, ``best`` the best point's id. The band around the best
+    point's mean step (``best_mean_s``, predicted as the residuals' predictions were; default: its
+    step in ``points``), and the points whose predicted step lies so close to the best that the
+    measured error of a step ratio between two settings (:meth:`MethodError.trend_band`) could
+    reverse their order: a tie by the method's measured error. ``model``'s own residuals are left
+    out."""
     steps = dict(points)
     if best not in steps:
         raise InputError(f"best: {best!r} is not one of the points {sorted(steps)}; expected a point of the sweep")

@@ -71,6 +71,8 @@ def test_timelines_by_cap_and_best(tmp_path, tiny_trace_file):
     ({"ddp": {"comm_hook": "zip"}}, r"ddp\.comm_hook: 'zip' is not accepted; expected one of none, allreduce"),
     ({"trace": "nope/missing.json"}, r"trace: 'nope/missing\.json' does not exist"),
     ({"timelines": [7]}, r"timelines\[0\]: 7 is not accepted; expected a bucket_cap_mb of the sweep"),
+    ({"timelines": ["best", [2, 4]]}, r"timelines\[1\]: \[2, 4\] is not accepted; expected a bucket_cap_mb of the "
+                                      r"sweep, a bucket_cap_mb_list of the sweep, 'best' or a point id"),
     ({"sweep": {"nodes": [1, 2]}}, r"world_size: 2 is not accepted; expected null"),
     ({"name": "a b"}, r"name: 'a b' is not accepted"),
     ({"simulation": {"stragglers": {5: 1.5}}}, r"simulation\.stragglers: 5 is not accepted; expected a rank in \[0, 2\)"),

@@ -497,16 +497,13 @@ class ScenarioFile(Schema):
         out: list[Any] = []
         for i, t in enumerate(self.timelines):
             if isinstance(t, list):
-                if tuple(_whole(x) for x in t) not in cap_lists:
+                if (cap_list := tuple(_whole(x) for x in t)) not in cap_lists:
                     _fail(("timelines", i), t, _TIMELINE_TEXT)
-                out.append(cap_point_id(None, tuple(_whole(x) for x in t)))
-            elif t is None or not isinstance(t, str):
-                if t not in caps:
-                    listed = ", ".join("null" if c is None else f"{c:g}" for c in caps)
-                    _fail(("timelines", i), t, f"a bucket_cap_mb of the sweep ({listed}), 'best' or a point id")
-                out.append(t)
-            else:
-                out.append(t)
+                t = cap_point_id(None, cap_list)
+            elif not isinstance(t, str) and t not in caps:  # a cap (or null)
+                listed = ", ".join("null" if c is None else f"{c:g}" for c in caps)
+                _fail(("timelines", i), t, f"a bucket_cap_mb of the sweep ({listed}), 'best' or a point id")
+            out.append(t)
         return tuple(out)
 
 

@@ -124,11 +124,9 @@ class MethodError:
                  device: str | None = None) -> str | None:
         """What differs between the residuals' conditions and a prediction's, in words; None
         when nothing known differs."""
-        diffs = []
-        if backend and self.backend and backend != self.backend:
-            diffs.append(f"backend {self.backend} (the prediction's: {backend})")
-        if device and self.device and device != self.device:
-            diffs.append(f"device {self.device} (the prediction's: {device})")
+        pairs = (("backend", self.backend, backend), ("device", self.device, device))
+        diffs = [f"{what} {mine} (the prediction's: {theirs})" for what, mine, theirs in pairs
+                 if mine and theirs and mine != theirs]
         if calibration_sha256 and self.calibration_sha256 and calibration_sha256 != self.calibration_sha256:
             diffs.append(f"another calibration ({self.calibration or 'unnamed'})")
         return None if not diffs else "the residuals were measured with " + ", ".join(diffs)

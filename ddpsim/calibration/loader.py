@@ -91,17 +91,20 @@ class Calibration:
 
     def comm_model(self, base: Any, *, ddp_forward_factor: float = 1.0) -> "CalibratedCommModel":
         """``base`` (the analytical CommModel of the same topology) answering from this calibration's
-        :attr:`curves` (:func:`ddpsim.network.collective_cost.build_comm_model` with a calibration)."""
+        curves (:func:`ddpsim.network.collective_cost.build_comm_model` with a calibration)."""
         if self.backend != base.backend:
             raise InputError(f"calibration.backend: {self.backend!r} does not match the topology's backend "
                              f"{base.backend!r}; expected a calibration measured with {base.backend}")
-        return CalibratedCommModel(calibration=self, base=base, num_ranks=base.num_ranks, backend=base.backend,
-                                   ddp_forward_factor=float(ddp_forward_factor), **self.curves)
+        factor = float(ddp_forward_factor)
+        return CalibratedCommModel(calibration=self, base=base, num_ranks=base.num_ranks,
+                                   backend=base.backend, ddp_forward_factor=factor, **self.curves)
 
     @functools.cached_property
     def curves(self) -> dict[str, CalibratedCurve | None]:
         """Each measured curve fitted piecewise (:func:`fit_curve`), once per calibration."""
-        return {k.rpartition(".")[2]: fit_curve(p) if p else None for k, p in self.measured_curves.items()}
+        curves = {"allreduce": self.collectives.allreduce, "broadcast": self.collectives.broadcast,
+                  "allreduce_after_compute": self.allreduce_after_compute, "allreduce_queued": self.allreduce_queued}
+        return {k: fit_curve(pts) if pts else None for k, pts in curves.items()}
 
 
 def calibration_from_dict(data: Any, source: str = "calibration") -> Calibration:

@@ -117,17 +117,13 @@ class CalibrationDoc(Schema):
     #: a Python comm hook's host time per bucket beyond its kernels (``studies/comm_hook_cost.py``)
     comm_hook_call_s: Seconds | None = None
 
-    @property
-    def measured_curves(self) -> dict[str, list[CalibrationPoint] | None]:
-        """Every measured curve by its key path (``collectives.allreduce`` ...)."""
-        return {"collectives.allreduce": self.collectives.allreduce, "collectives.broadcast": self.collectives.broadcast,
-                "allreduce_after_compute": self.allreduce_after_compute, "allreduce_queued": self.allreduce_queued}
-
     @model_validator(mode="after")
     def _curves(self) -> CalibrationDoc:
         """At least 2 distinct sizes per curve (none for the optional ones), ``comm_threads``
         beside ``allreduce_queued``."""
-        for key, pts in self.measured_curves.items():
+        curves = {"collectives.allreduce": self.collectives.allreduce, "collectives.broadcast": self.collectives.broadcast,
+                  "allreduce_after_compute": self.allreduce_after_compute, "allreduce_queued": self.allreduce_queued}
+        for key, pts in curves.items():
             sizes = [p.size_bytes for p in pts or ()]
             accepted = "at least 2 measured sizes" if key == "collectives.allreduce" else "none or at least 2 measured sizes"
             require(len(sizes) >= 2 or (not sizes and key != "collectives.allreduce"), key, f"{len(sizes)} point(s)",

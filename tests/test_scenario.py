@@ -124,6 +124,17 @@ def test_name_defaults_to_a_valid_file_stem(tmp_path, tiny_trace_file):
         load_scenario(bad)
 
 
+def test_topology_yaml_path_resolved_from_the_scenario_folder(tmp_path, tiny_trace_file):
+    """A topology YAML path is resolved like the other file keys; a preset name is left as written."""
+    (tmp_path / "topo.yaml").write_text("name: t\n")
+    s = load_scenario(_write(tmp_path, tiny_trace_file, cluster={"topology": "topo.yaml"}))
+    assert s.cluster.topology == str(tmp_path / "topo.yaml") and s.trace_path == Path(str(tiny_trace_file))
+    assert load_scenario(_write(tmp_path, tiny_trace_file)).cluster.topology == "cpu-gloo"
+    with pytest.raises(InputError, match=r"cluster\.topology: 'gone\.yaml' does not exist or is not a file; expected a "
+                                         r"preset name or a topology YAML path"):
+        load_scenario(_write(tmp_path, tiny_trace_file, cluster={"topology": "gone.yaml"}))
+
+
 def test_latency_bandwidth_cluster_and_copy_bandwidth(tmp_path, tiny_trace_file):
     """``cluster: {latency_us, bandwidth_gbps}`` builds the plain latency + bandwidth model;
     ``simulation.copy_bandwidth_gbps`` sets the copies' bandwidth (what ``ddpsim simulate``'s

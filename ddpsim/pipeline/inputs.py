@@ -40,7 +40,8 @@ def build_point_inputs(scenario: Any, point: Point, trace: Any = None, *, calibr
     ``calibration``, ``graph``: already loaded ones (default: the scenario's)."""
     calibration = scenario.calibration if calibration is None else calibration
     if trace is None or graph is not None:
-        return _build(scenario, point, scenario.load_trace() if trace is None else trace, calibration, graph)
+        trace = scenario.load_trace() if trace is None else trace
+        return _build(scenario, point, trace, calibration, graph)
     # a point's re-simulations (its uncertainty samples, its runs with cost terms off) build it again
     cluster = _cluster_key(scenario, point.nodes) if scenario.cluster.topology is not None else None
     return _KEPT.get(("inputs", id(scenario), id(trace), id(calibration), cluster, point), (scenario, trace, calibration),

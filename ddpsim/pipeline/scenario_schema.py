@@ -502,7 +502,8 @@ class ScenarioFile(Schema):
                 t = cap_point_id(None, cap_list)
             elif not isinstance(t, str) and t not in caps:  # a cap (or null)
                 listed = ", ".join("null" if c is None else f"{c:g}" for c in caps)
-                _fail(("timelines", i), t, f"a bucket_cap_mb of the sweep ({listed}), 'best' or a point id")
+                _fail(("timelines", i), t,
+                      f"a bucket_cap_mb of the sweep ({listed}), 'best' or a point id")
             out.append(t)
         return tuple(out)
 

@@ -1,11 +1,9 @@
-"""Error policy of ddpsim.
-
-* Wrong user input (a file, a flag, a scenario key) raises :class:`InputError`, a
-  ``ValueError`` subclass whose message is ONE line naming the field, the bad value and
-  what would be accepted, e.g.
-  ``trace.params[3].size_bytes: -4 is negative; expected an integer >= 0``.
-  The CLI prints it as ``ddpsim: error: <message>`` and exits with status 2.
-* A broken internal invariant is an ``assert``: a bug in ddpsim, never the user's fault.
+"""Error policy of ddpsim: wrong user input (a file, a flag, a scenario key) raises
+:class:`InputError`, a ``ValueError`` subclass whose message is ONE line naming the field, the bad
+value and what would be accepted, e.g.
+``trace.params[3].size_bytes: -4 is negative; expected an integer >= 0``; the CLI prints it as
+``ddpsim: error: <message>`` and exits with status 2. A broken internal invariant is an ``assert``:
+a bug in ddpsim, never the user's fault.
 """
 
 from __future__ import annotations

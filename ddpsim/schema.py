@@ -1,13 +1,12 @@
-"""Declared file formats: the base of every schema and its one-line errors.
-
-Every file ddpsim reads (scenario, trace, plan, calibration, topology, method error) is a
-pydantic v2 model derived from :class:`Schema`, or a :func:`record` (a pydantic dataclass: the
-file's format and the type the code uses at once): frozen, unknown keys refused, strict types (no
-``"false"`` read as a bool, no ``1.7`` read as an integer), each default written once, on the
-field. :func:`validate` turns pydantic's ``ValidationError`` into the project's one-line
-:class:`~ddpsim.errors.InputError` (``<source>: <key path>: <value> is not accepted; expected
-...``), the key path built from the error's ``loc`` (pydantic's union-member tags dropped).
-A custom check raises ``ValueError("expected ...")``: its text becomes the line's ending.
+"""Declared file formats: the base of every schema and its one-line errors. Every file ddpsim reads
+(scenario, trace, plan, calibration, topology, method error) is a pydantic v2 model derived from
+:class:`Schema`, or a :func:`record` (a pydantic dataclass: the file's format and the type the code
+uses at once): frozen, unknown keys refused, strict types (no ``"false"`` read as a bool, no
+``1.7`` read as an integer), each default written once, on the field. :func:`validate` turns
+pydantic's ``ValidationError`` into the project's one-line :class:`~ddpsim.errors.InputError`
+(``<source>: <key path>: <value> is not accepted; expected ...``), the key path built from the
+error's ``loc`` (pydantic's union-member tags dropped). A custom check raises
+``ValueError("expected ...")``: its text becomes the line's ending.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""Units and their conversions, in one place.
-
-Internal time unit everywhere in ddpsim: **seconds, as float** (names end in ``_s``).
-Sizes are integer **bytes** (``_bytes``). Bandwidth is **bytes per second** inside the
-package (``_bytes_per_s``); GB/s (1e9 B/s, as NCCL and nccl-tests print) only at the edges
-(``_gbps``). DDP's ``bucket_cap_mb`` is in MiB (2**20 bytes), as PyTorch has it.
+"""Units and their conversions, in one place. Internal time unit everywhere in ddpsim: **seconds,
+as float** (names end in ``_s``). Sizes are integer **bytes** (``_bytes``). Bandwidth is **bytes
+per second** inside the package (``_bytes_per_s``); GB/s (1e9 B/s, as NCCL and nccl-tests print)
+only at the edges (``_gbps``). DDP's ``bucket_cap_mb`` is in MiB (2**20 bytes), as PyTorch has it.
 """
 
 from __future__ import annotations

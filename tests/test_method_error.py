@@ -92,6 +92,9 @@ def test_mismatch_names_what_differs():
     assert me.mismatch(calibration_sha256="aa", backend="gloo", device="cpu") is None
     assert "another calibration (cal.json)" in me.mismatch(calibration_sha256="bb")
     assert "backend gloo (the prediction's: nccl)" in me.mismatch(backend="nccl")
+    assert me.mismatch(calibration_sha256="bb", backend="nccl", device="cuda") == (
+        "the residuals were measured with backend gloo (the prediction's: nccl), device cpu (the prediction's: "
+        "cuda), another calibration (cal.json)")
 
 
 def _result(residuals, half_width):

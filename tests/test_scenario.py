@@ -71,6 +71,8 @@ def test_timelines_by_cap_and_best(tmp_path, tiny_trace_file):
     ({"ddp": {"comm_hook": "zip"}}, r"ddp\.comm_hook: 'zip' is not accepted; expected one of none, allreduce"),
     ({"trace": "nope/missing.json"}, r"trace: 'nope/missing\.json' does not exist"),
     ({"timelines": [7]}, r"timelines\[0\]: 7 is not accepted; expected a bucket_cap_mb of the sweep"),
+    ({"timelines": ["best", [2, 4]]}, r"timelines\[1\]: \[2, 4\] is not accepted; expected a bucket_cap_mb of the "
+                                      r"sweep, a bucket_cap_mb_list of the sweep, 'best' or a point id"),
     ({"sweep": {"nodes": [1, 2]}}, r"world_size: 2 is not accepted; expected null"),
     ({"name": "a b"}, r"name: 'a b' is not accepted"),
     ({"simulation": {"stragglers": {5: 1.5}}}, r"simulation\.stragglers: 5 is not accepted; expected a rank in \[0, 2\)"),
@@ -111,6 +113,26 @@ def test_bundled_scenarios_are_valid():
             continue  # trace not shipped yet in this checkout
         s = load_scenario(p)
         assert s.points() and s.name == p.stem
+
+
+def test_name_defaults_to_a_valid_file_stem(tmp_path, tiny_trace_file):
+    """No ``name``: the file's stem names the report folder, refused when it is no folder name."""
+    good = _write(tmp_path, tiny_trace_file, name=None)
+    assert load_scenario(good).name == "s"
+    bad = good.rename(tmp_path / "bad name.yaml")
+    with pytest.raises(InputError, match=r"name: 'bad name' \(the file's stem\) is not accepted; expected a folder"):
+        load_scenario(bad)
+
+
+def test_topology_yaml_path_resolved_from_the_scenario_folder(tmp_path, tiny_trace_file):
+    """A topology YAML path is resolved like the other file keys; a preset name is left as written."""
+    (tmp_path / "topo.yaml").write_text("name: t\n")
+    s = load_scenario(_write(tmp_path, tiny_trace_file, cluster={"topology": "topo.yaml"}))
+    assert s.cluster.topology == str(tmp_path / "topo.yaml") and s.trace_path == Path(str(tiny_trace_file))
+    assert load_scenario(_write(tmp_path, tiny_trace_file)).cluster.topology == "cpu-gloo"
+    with pytest.raises(InputError, match=r"cluster\.topology: 'gone\.yaml' does not exist or is not a file; expected a "
+                                         r"preset name or a topology YAML path"):
+        load_scenario(_write(tmp_path, tiny_trace_file, cluster={"topology": "gone.yaml"}))
 
 
 def test_latency_bandwidth_cluster_and_copy_bandwidth(tmp_path, tiny_trace_file):

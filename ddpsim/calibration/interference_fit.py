@@ -1,11 +1,11 @@
-"""The engine's compute slowdown fitted to a real DDP run of a probe model (one per machine).
-
-The executor's interference microbenchmark sees less of the cost DDP's overlapped all-reduces put
-on backward than real DDP pays on a CPU host whose ranks share cores with gloo's threads
+"""The engine's compute slowdown fitted to a real DDP run of a probe model (one per machine). The
+executor's interference microbenchmark sees less of the cost DDP's overlapped all-reduces put on
+backward than real DDP pays on a CPU host whose ranks share cores with gloo's threads
 (docs/VALIDATION.md, "The interference model"). So ``executor collectives`` also trains a probe
 (the built-in ``mlp``, none of the validated models) under real DDP at ``bucket_cap_mb=25``, and
 :func:`fit_probe` bisects for the ``compute_slowdown`` at which ddpsim predicts its measured step;
-the fitted value replaces the microbenchmark's (kept in ``Calibration.interference_microbenchmark``).
+the fitted value replaces the microbenchmark's (kept in
+``Calibration.interference_microbenchmark``).
 """
 
 from __future__ import annotations

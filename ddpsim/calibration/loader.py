@@ -95,11 +95,16 @@ class Calibration:
         if self.backend != base.backend:
             raise InputError(f"calibration.backend: {self.backend!r} does not match the topology's backend "
                              f"{base.backend!r}; expected a calibration measured with {base.backend}")
+        factor = float(ddp_forward_factor)
+        return CalibratedCommModel(calibration=self, base=base, num_ranks=base.num_ranks,
+                                   backend=base.backend, ddp_forward_factor=factor, **self.curves)
+
+    @functools.cached_property
+    def curves(self) -> dict[str, CalibratedCurve | None]:
+        """Each measured curve fitted piecewise (:func:`fit_curve`), once per calibration."""
         curves = {"allreduce": self.collectives.allreduce, "broadcast": self.collectives.broadcast,
                   "allreduce_after_compute": self.allreduce_after_compute, "allreduce_queued": self.allreduce_queued}
-        return CalibratedCommModel(calibration=self, base=base, num_ranks=base.num_ranks, backend=base.backend,
-                                   ddp_forward_factor=float(ddp_forward_factor),
-                                   **{k: fit_curve(pts) if pts else None for k, pts in curves.items()})
+        return {k: fit_curve(pts) if pts else None for k, pts in curves.items()}
 
 
 def calibration_from_dict(data: Any, source: str = "calibration") -> Calibration:
@@ -135,7 +140,7 @@ def consistent_ddp_overhead(cal: Calibration) -> float | None:
     if (cal.ddp_iteration_overhead_s is None or not cal.allreduce_after_compute or d is None
             or None in (d.gradient_bytes, d.ddp_step_s, d.bare_step_s, d.copy_s)):
         return None
-    loop, after = fit_curve(cal.collectives.allreduce), fit_curve(cal.allreduce_after_compute)
+    loop, after = cal.curves["allreduce"], cal.curves["allreduce_after_compute"]
     charged = loop.time_s(d.gradient_bytes) + idle_extra_between(loop, after, d.gradient_bytes)
     return max(0.0, d.ddp_step_s - d.bare_step_s - d.copy_s - charged)
 

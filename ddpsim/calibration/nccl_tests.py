@@ -1,12 +1,11 @@
 """An nccl-tests ``all_reduce_perf`` log read as a calibration: a cluster's own all-reduce curve.
-
-nccl-tests (github.com/NVIDIA/nccl-tests, ``src/common.cu``) prints a line per ``#  Rank`` (one
-per GPU of the run: its world size) and, per message size, a row: size (B), count, type, redop,
-root (absent before nccl-tests 2.10), then the out-of-place time (us), algbw, busbw and
-``#wrong``, then the same four in place. Each size's out-of-place time becomes a point of the
-calibration's all-reduce curve (``collectives.allreduce``), which :mod:`ddpsim.calibration.loader`
-fits piecewise and applies to other rank counts the ring way, as it does the executor's own
-measurements. A size printed more than once (several runs in one log) takes the mean of its times.
+nccl-tests (github.com/NVIDIA/nccl-tests, ``src/common.cu``) prints a line per ``# Rank`` (one per
+GPU of the run: its world size) and, per message size, a row: size (B), count, type, redop, root
+(absent before nccl-tests 2.10), then the out-of-place time (us), algbw, busbw and ``#wrong``, then
+the same four in place. Each size's out-of-place time becomes a point of the calibration's
+all-reduce curve (``collectives.allreduce``), which :mod:`ddpsim.calibration.loader` fits piecewise
+and applies to other rank counts the ring way, as it does the executor's own measurements. A size
+printed more than once (several runs in one log) takes the mean of its times.
 """
 
 from __future__ import annotations

@@ -1,21 +1,17 @@
 """Design spaces: a scenario's ``explore`` block as points, each simulated once, resumably, and
-their table.
-
-The points are the product of ``explore.axes`` (short names of
+their table. The points are the product of ``explore.axes`` (short names of
 :data:`~ddpsim.pipeline.scenario_schema.EXPLORE_ALIASES` or dotted scenario keys; the caps one
-dimension), or a seeded sample of it; each is the scenario with its values set, validated like a
-file, and one point of a figures-only :class:`~ddpsim.pipeline.sweep.Job`. With
-``explore.retime`` each system's trace is re-timed for its GPU and batch size
-(:func:`ddpsim.trace.retime.retime_trace_file`), kept in ``<out>/traces/``.
-
-The table (:func:`explore_table`) has one row per point and the Pareto front of throughput
-against cost. Throughput is samples per second, ``batch per rank x world size / p50 step``;
-scaling efficiency divides it by ``world size x`` one GPU's throughput without DDP (a step of the
-trace's forward, backward, optimizer and zero_grad medians); GPU-hours per 1,000 samples is
-``world size x step / 3600 / samples x 1,000``, and with ``explore.prices`` (a prices YAML: one
-GPU-hour's price per system, with its source) the cost of those samples. A point is on the front
-when no other has throughput >= and cost <=, one of them strictly (the cost is GPU-hours without
-prices).
+dimension) or a seeded sample of it, each the scenario with its values set, validated like a file,
+and one point of a figures-only :class:`~ddpsim.pipeline.sweep.Job`; with ``explore.retime`` each
+system's trace is re-timed for its GPU and batch size
+(:func:`ddpsim.trace.retime.retime_trace_file`), kept in ``<out>/traces/``. The table
+(:func:`explore_table`) gives each point's throughput (samples per second,
+``batch per rank x world size / p50 step``), its scaling efficiency (that over ``world size x``
+one GPU's throughput without DDP: a step of the trace's forward, backward, optimizer and zero_grad
+medians), its GPU-hours per 1,000 samples (``world size x step / 3600 / samples x 1,000``) and,
+with ``explore.prices`` (a prices YAML: one GPU-hour's price per system, with its source), their
+cost; and the Pareto front of throughput against cost (:func:`pareto_front`; the cost is GPU-hours
+without prices).
 """
 from __future__ import annotations
 
@@ -42,6 +38,7 @@ from ddpsim.pipeline.sweep import Job, PointRecord, PointTask, run_points
 from ddpsim.plan.planner import cap_point_id
 from ddpsim.schema import Schema, validate
 from ddpsim.units import MAX_BATCH_SIZE
+from ddpsim.value_types import Int
 
 log = logging.getLogger(__name__)
 
@@ -117,9 +114,7 @@ def space_from_dict(data: Any, *, source: str = "scenario", path: Path | None = 
     for name, key, vals in space.axes:
         for i, value in enumerate(vals):
             if key == "batch_size":
-                if not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_BATCH_SIZE):
-                    raise InputError(f"{source}: explore.axes.batch_size[{i}]: {shorten(value)} is not accepted; "
-                                     f"expected an integer >= 1 and <= {MAX_BATCH_SIZE}")
+                validate(Int(1, MAX_BATCH_SIZE), value, f"{source}: explore.axes.batch_size[{i}]")
                 continue
             try:
                 validate(ScenarioFile, point_mapping(space, ((name, value),)), "point")

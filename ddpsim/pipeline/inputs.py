@@ -38,11 +38,9 @@ def build_point_inputs(scenario: Any, point: Point, trace: Any = None, *, calibr
                        graph: Any = None) -> PointInputs:
     """The (trace, plan, comm model, SimConfig) of one point of ``scenario``; ``trace``,
     ``calibration``, ``graph``: already loaded ones (default: the scenario's)."""
-    if calibration is None:
-        calibration = scenario.calibration
-    if trace is None:
-        return _build(scenario, point, scenario.load_trace(), calibration, graph)
-    if graph is not None:
+    calibration = scenario.calibration if calibration is None else calibration
+    if trace is None or graph is not None:
+        trace = scenario.load_trace() if trace is None else trace
         return _build(scenario, point, trace, calibration, graph)
     # a point's re-simulations (its uncertainty samples, its runs with cost terms off) build it again
     cluster = _cluster_key(scenario, point.nodes) if scenario.cluster.topology is not None else None

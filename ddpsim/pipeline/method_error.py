@@ -1,12 +1,11 @@
-"""The method's own error, measured on other models: a conformal band around a prediction.
-
-A prediction interval (:mod:`ddpsim.validation.intervals`) holds the trace's noise, not what the
+"""The method's own error, measured on other models: a conformal band around a prediction. A
+prediction interval (:mod:`ddpsim.validation.intervals`) holds the trace's noise, not what the
 engine gets wrong about a model. This module measures that error on validated models as each
 point's residual ``r = measured_s / predicted_s - 1`` and turns the residuals of OTHER models into
 a band ``[p * (1 + r_lo), p * (1 + r_hi)]`` around a new prediction ``p``, with ``r_lo``, ``r_hi``
-the split-conformal order statistics (Vovk et al., *Algorithmic Learning in a Random World*; Lei
-et al. 2018, "Distribution-free predictive inference for regression"): for ``n`` residuals at
-level ``L`` (tails ``a = (1 - L) / 2``), the ``floor((n + 1) a)``-th and ``ceil((n + 1) (1 - a))``-th
+the split-conformal order statistics (Vovk et al., *Algorithmic Learning in a Random World*; Lei et
+al. 2018, "Distribution-free predictive inference for regression"): for ``n`` residuals at level
+``L`` (tails ``a = (1 - L) / 2``), the ``floor((n + 1) a)``-th and ``ceil((n + 1) (1 - a))``-th
 smallest; exchangeable residuals fall in it with probability >= ``L``, and with fewer than
 ``(1 + L) / (1 - L)`` residuals there is no band. :func:`widen` takes the hull with an interval's
 own band; a model's own residuals never inform its band (``exclude_model``); residuals measured
@@ -125,11 +124,9 @@ class MethodError:
                  device: str | None = None) -> str | None:
         """What differs between the residuals' conditions and a prediction's, in words; None
         when nothing known differs."""
-        diffs = []
-        if backend and self.backend and backend != self.backend:
-            diffs.append(f"backend {self.backend} (the prediction's: {backend})")
-        if device and self.device and device != self.device:
-            diffs.append(f"device {self.device} (the prediction's: {device})")
+        pairs = (("backend", self.backend, backend), ("device", self.device, device))
+        diffs = [f"{what} {mine} (the prediction's: {theirs})" for what, mine, theirs in pairs
+                 if mine and theirs and mine != theirs]
         if calibration_sha256 and self.calibration_sha256 and calibration_sha256 != self.calibration_sha256:
             diffs.append(f"another calibration ({self.calibration or 'unnamed'})")
         return None if not diffs else "the residuals were measured with " + ", ".join(diffs)
@@ -169,13 +166,13 @@ def widen(interval: Any, band: tuple[float, float] | None) -> Any:
 
 def answer(me: MethodError, *, points: Sequence[tuple[str, float]], best: str, level: float, source: str,
            model: str | None = None, note: str | None = None, best_mean_s: float | None = None) -> dict[str, Any]:
-    """What a sweep's report says with residuals ``me`` (``ddpsim run --method-error``):
-    ``points`` are ``(point id, predicted step)``, ``best`` the best point's id. The band around
-    the best point's mean step (``best_mean_s``, predicted as the residuals' predictions were;
-    default: its step in ``points``), and the points whose predicted step lies so close to the
-    best that the measured error of a step ratio between two settings
-    (:meth:`MethodError.trend_band`) could reverse their order: a tie by the method's measured
-    error. ``model``'s own residuals are left out."""
+    """What a sweep's report says with residuals ``me`` (``ddpsim run --method-error``): ``points``
+    are ``(point id, predicted step)``, ``best`` the best point's id. The band around the best
+    point's mean step (``best_mean_s``, predicted as the residuals' predictions were; default: its
+    step in ``points``), and the points whose predicted step lies so close to the best that the
+    measured error of a step ratio between two settings (:meth:`MethodError.trend_band`) could
+    reverse their order: a tie by the method's measured error. ``model``'s own residuals are left
+    out."""
     steps = dict(points)
     if best not in steps:
         raise InputError(f"best: {best!r} is not one of the points {sorted(steps)}; expected a point of the sweep")

@@ -1,26 +1,19 @@
-"""Recommendations: the best ``bucket_cap_mb`` of a sweep, and a better explicit bucket plan.
-
-DDP's single cap can only cut the gradient-ready order every ``cap`` bytes; an explicit plan may
-cut it anywhere: small buckets early (communication starts soon after backward begins), large
-ones late (fewer latencies). :func:`optimal_boundaries` finds the cuts that minimise the end of
-the last collective under the analytical model below, by dynamic programming over the ready
-order; the engine verifies the plan, recommended only with the gain it predicts over the best cap.
-
-The analytical model:
-
-* one representative rank, median trace times, no jitter, no interference;
-* parameter ``i``'s gradient is ready at ``backward_start + median grad_ready_s[i]``, a bucket
-  when its last gradient is;
-* DDP launches buckets strictly in order, ``launch_k = max(ready_k, launch_{k-1})``, on one
-  communication stream: ``start_k = max(launch_k, end_{k-1})``, ``end_k = start_k +
-  comm.allreduce_s(size_k * bytes_factor)`` (``bytes_factor`` 0.5 for the fp16/bf16 compression
-  hooks, else 1);
-* backward ends at ``max(backward compute end, end of the last collective)``; then the
-  optimizer runs.
-
-Under this model the end time of the last collective is non-decreasing in every earlier
-end time, so the DP over "first j gradients bucketed" is exact:
-``F(j) = min_i max(F(i), ready(j-1)) + allreduce(bytes(i..j-1))``, O(n^2) for n gradients.
+"""Recommendations: an explicit bucket plan better than the sweep's best ``bucket_cap_mb``. DDP's
+single cap can only cut the gradient-ready order every ``cap`` bytes; an explicit plan may cut it
+anywhere: small buckets early (communication starts soon after backward begins), large ones late
+(fewer latencies). :func:`optimal_boundaries` finds the cuts that minimise the end of the last
+collective by dynamic programming over the ready order under an analytical model: one
+representative rank, median trace times, no jitter, no interference; parameter ``i``'s gradient is
+ready at ``backward_start + median grad_ready_s[i]``, a bucket when its last gradient is; DDP
+launches buckets strictly in order, ``launch_k = max(ready_k, launch_{k-1})``, on one communication
+stream: ``start_k = max(launch_k, end_{k-1})``,
+``end_k = start_k + comm.allreduce_s(size_k * bytes_factor)`` (``bytes_factor`` 0.5 for the
+fp16/bf16 compression hooks, else 1); backward ends at
+``max(backward compute end, end of the last collective)``, then the optimizer runs. The end of the
+last collective is non-decreasing in every earlier end time, so the DP over "first j gradients
+bucketed" is exact: ``F(j) = min_i max(F(i), ready(j-1)) + allreduce(bytes(i..j-1))``, O(n^2) for n
+gradients. The engine verifies the plan, recommended only with the gain it predicts over the best
+cap.
 """
 
 from __future__ import annotations

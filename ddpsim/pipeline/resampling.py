@@ -154,13 +154,11 @@ def simulate_sample(scenario: Any, point: Any, inputs: Any, k: int, simulate: Ca
 
 def summarize(points: Sequence[str], prior_p50: Sequence[float], samples: Sequence[dict[str, Any]],
               tolerance: float = ROBUST_TOLERANCE) -> dict[str, Any] | None:
-    """Bands, regrets, the robust set and the most sensitive input over a sweep's points.
-
-    ``samples[i]`` is what point i stores of its samples (``labels``, ``inputs``, ``p50_s``);
-    points whose samples differ in labels (another comm hook, another node count) are compared
-    on the labels all share; the runs with cost terms off (:data:`TERMS_INPUT`) are no samples
-    of the band.
-    None when no point has samples."""
+    """Bands, regrets, the robust set and the most sensitive input over a sweep's points, None when
+    no point has samples. ``samples[i]`` is what point i stores of its samples (``labels``,
+    ``inputs``, ``p50_s``); points whose samples differ in labels (another comm hook, another node
+    count) are compared on the labels all share; the runs with cost terms off (:data:`TERMS_INPUT`)
+    are no samples of the band."""
     if not samples or not all(s for s in samples):
         return None
     inputs_of = dict(zip(samples[0]["labels"], samples[0]["inputs"]))

@@ -61,11 +61,9 @@ def recommend(sc: Scenario, records: Sequence[Any], trace: Any, build: Callable,
     rm = point_metrics(rec_result, found)
     saved = gain(best.metrics["iteration_p50_s"], rm["iteration_p50_s"])
     better = saved > 1e-9
-    if better:
-        chosen = found
-    else:
-        chosen = explicit_plan(trace, [list(b.param_indices) for b in inputs.plan.steady], options=opts,
-                               source=f"ddpsim-recommend (DDP buckets of {best.point_id})")
+    chosen = found if better else explicit_plan(
+        trace, [list(b.param_indices) for b in inputs.plan.steady], options=opts,
+        source=f"ddpsim-recommend (DDP buckets of {best.point_id})")
     caps = cap_list(sc, records, trace, build, sim, opts, [chosen] + [t[3] for t in tried], chosen, best)
     plan_doc = chosen.to_dict()
     plan_doc["bucket_cap_mb_list"] = {k: caps[k] for k in ("bucket_cap_mb_list", "paste", "reproduces_recommended_plan",

@@ -21,7 +21,7 @@ from ddpsim.errors import InputError, shorten
 from ddpsim.io import read_yaml
 from ddpsim.network.cost_terms import CostModelSpec
 from ddpsim.pipeline.inputs import PointInputs, build_point_inputs
-from ddpsim.pipeline.scenario_schema import NAME_PATTERN, SHORTHANDS, ClusterSpec, ScenarioFile
+from ddpsim.pipeline.scenario_schema import NAME_PATTERN, SHORTHANDS, ScenarioFile
 from ddpsim.pipeline.specs import Point, crossed, sweep_label
 from ddpsim.plan.planner import DDPOptions
 from ddpsim.schema import Schema, validate
@@ -61,10 +61,10 @@ class Scenario:
     world_size = property(lambda self: self.doc.ranks)
     simulation = property(lambda self: self.doc.simulation)
     validation = property(lambda self: self.doc.validation)
-    trace_path = property(lambda self: _path(self.doc.trace))
-    calibration_path = property(lambda self: _path(self.doc.calibration))
+    trace_path = property(lambda self: self.doc.trace and Path(self.doc.trace))
+    calibration_path = property(lambda self: self.doc.calibration and Path(self.doc.calibration))
     #: ``plan``: an explicit bucket plan JSON used at every point instead of DDP's buckets
-    plan_path = property(lambda self: _path(self.doc.plan))
+    plan_path = property(lambda self: self.doc.plan and Path(self.doc.plan))
     #: ``ddp.join``: an epoch under Join with uneven inputs (a JoinSpec), or None
     join = property(lambda self: self.doc.ddp.join)
 
@@ -208,31 +208,6 @@ def resolve_file(text: str | None, base: Path | None, where: str, expected: str)
     return p
 
 
-def _cluster(doc: ScenarioFile, base: Path | None, source: str) -> ClusterSpec:
-    """``cluster`` with a topology YAML path and a catalogue path resolved like the other paths."""
-    cluster = doc.cluster
-    if cluster.catalogue is not None:
-        cat = resolve_file(cluster.catalogue, base, f"{source}: cluster.catalogue", "a hardware catalogue YAML or null")
-        cluster = cluster.model_copy(update={"catalogue": str(cat)})
-    topo = cluster.topology
-    if topo is None or not topo.endswith((".yaml", ".yml")):
-        return cluster
-    tp = resolve_file(topo, base, f"{source}: cluster.topology",
-                      "a preset name or a topology YAML path")
-    return cluster.model_copy(update={"topology": str(tp)})
-
-
-def _name(doc: ScenarioFile, path: Path | None, source: str) -> str:
-    """``name``, else the file's stem (which must then be a valid name)."""
-    if doc.name is not None:
-        return doc.name
-    stem = path.stem if path is not None else "scenario"
-    if not re.match(NAME_PATTERN, stem):
-        raise InputError(f"{source}: name: {shorten(stem)} (the file's stem) is not accepted; expected a folder name "
-                         "of letters, digits, '.', '_' or '-' (give 'name:')")
-    return stem
-
-
 def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None = None) -> Scenario:
     """Validate a decoded scenario mapping against :class:`~ddpsim.pipeline.scenario_schema.ScenarioFile`;
     ``source`` prefixes every error message, ``path`` is the file it came from (relative paths
@@ -242,17 +217,27 @@ def scenario_from_dict(data: Any, *, source: str = "scenario", path: Path | None
                          f"({', '.join(ScenarioFile.model_fields)})")
     doc = validate(ScenarioFile, data, source)
     base = path.resolve().parent if path is not None else None
-    name, trace = _name(doc, path, source), resolve_file(doc.trace, base, f"{source}: trace", "a trace JSON (e.g. traces/mlp.cpu.json)")
-    cluster = _cluster(doc, base, source)
-    calibration = resolve_file(doc.calibration, base, f"{source}: calibration", "a calibration JSON or null")
-    plan = resolve_file(doc.plan, base, f"{source}: plan", "a bucket plan JSON ('ddpsim plan --format json') or null")
-    files = {"trace": trace, "calibration": calibration, "plan": plan}
-    return Scenario(doc.model_copy(update={"name": name, "cluster": cluster,
-                                           **{k: None if v is None else str(v) for k, v in files.items()}}), path)
+    name = doc.name or (path.stem if path is not None else "scenario")  # no name: the file's stem
+    if not re.match(NAME_PATTERN, name):
+        raise InputError(f"{source}: name: {shorten(name)} (the file's stem) is not accepted; "
+                         "expected a folder name of letters, digits, '.', '_' or '-' (give "
+                         "'name:')")
 
+    def path_of(text: str | None, key: str, expected: str) -> str | None:
+        found = resolve_file(text, base, f"{source}: {key}", expected)
+        return None if found is None else str(found)
 
-def _path(text: str | None) -> Path | None:
-    return None if text is None else Path(text)
+    trace = path_of(doc.trace, "trace", "a trace JSON (e.g. traces/mlp.cpu.json)")
+    c = doc.cluster  # a topology YAML path and a catalogue path resolved like the other paths
+    topology_file = c.topology is not None and c.topology.endswith((".yaml", ".yml"))
+    cluster = c.model_copy(update={
+        "catalogue": path_of(c.catalogue, "cluster.catalogue", "a hardware catalogue YAML or null"),
+        "topology": path_of(c.topology, "cluster.topology", "a preset name or a topology YAML path")
+        if topology_file else c.topology})
+    calibration = path_of(doc.calibration, "calibration", "a calibration JSON or null")
+    plan = path_of(doc.plan, "plan", "a bucket plan JSON ('ddpsim plan --format json') or null")
+    return Scenario(doc.model_copy(update={"name": name, "trace": trace, "cluster": cluster,
+                                           "calibration": calibration, "plan": plan}), path)
 
 
 def find_scenario(spec: str | Path | None) -> Path:

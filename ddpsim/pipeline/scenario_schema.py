@@ -234,14 +234,9 @@ class CapRange(Schema):
     def caps(self) -> list[int | float]:
         """The caps, 3 significant digits (readable point ids), duplicates dropped."""
         lo, hi, n = self.min, self.max, self.points
-        vals: list[int | float] = []
-        for i in range(n):
-            f = i / (n - 1) if n > 1 else 0.0
-            v = lo * (hi / lo) ** f if self.scale == "log" else lo + (hi - lo) * f
-            v = _whole(float(f"{v:.3g}"))
-            if v not in vals:
-                vals.append(v)
-        return vals
+        fs = [i / (n - 1) if n > 1 else 0.0 for i in range(n)]
+        vals = (lo * (hi / lo) ** f if self.scale == "log" else lo + (hi - lo) * f for f in fs)
+        return list(dict.fromkeys(_whole(float(f"{v:.3g}")) for v in vals))
 
 
 def _caps_in(v: Any) -> Any:
@@ -502,16 +497,14 @@ class ScenarioFile(Schema):
         out: list[Any] = []
         for i, t in enumerate(self.timelines):
             if isinstance(t, list):
-                if tuple(_whole(x) for x in t) not in cap_lists:
+                if (cap_list := tuple(_whole(x) for x in t)) not in cap_lists:
                     _fail(("timelines", i), t, _TIMELINE_TEXT)
-                out.append(cap_point_id(None, tuple(_whole(x) for x in t)))
-            elif t is None or not isinstance(t, str):
-                if t not in caps:
-                    listed = ", ".join("null" if c is None else f"{c:g}" for c in caps)
-                    _fail(("timelines", i), t, f"a bucket_cap_mb of the sweep ({listed}), 'best' or a point id")
-                out.append(t)
-            else:
-                out.append(t)
+                t = cap_point_id(None, cap_list)
+            elif not isinstance(t, str) and t not in caps:  # a cap (or null)
+                listed = ", ".join("null" if c is None else f"{c:g}" for c in caps)
+                _fail(("timelines", i), t,
+                      f"a bucket_cap_mb of the sweep ({listed}), 'best' or a point id")
+            out.append(t)
         return tuple(out)
 
 

@@ -418,11 +418,10 @@ def run_on_ray(address: str | None, job: Job, units: Sequence[Any],
     """:func:`drive` over Ray tasks running :func:`worker_chunk` on the job put once in Ray's
     object store: a local Ray (``address`` None, ``ddpsim explore --ray``) or the running cluster
     at ``address`` (``--cluster ray://HOST:10001`` or ``auto``), given this package as
-    ``runtime_env.py_modules`` (its workers need ddpsim's dependencies: ``pip install
-    ddpsim[ray]``).
-    :func:`run_points` writes each point's file as its task ends, so a lost worker loses nothing
-    kept (Ray re-runs its task). A Ray already initialised in this process (a notebook's, a
-    test's) is used as it is and left running."""
+    ``runtime_env.py_modules`` (its workers need ddpsim's dependencies:
+    ``pip install ddpsim[ray]``). :func:`run_points` writes each point's file as its task ends, so
+    a lost worker loses nothing kept (Ray re-runs its task). A Ray already initialised in this
+    process (a notebook's, a test's) is used as it is and left running."""
     if not units:
         return
     try:

@@ -1,10 +1,9 @@
-"""Which GPU cost terms move a scenario's best cap: the sweep simulated again with terms off.
-
-The engine adds three terms to NCCL's model on GPU presets (:mod:`ddpsim.network.cost_terms`:
+"""Which GPU cost terms move a scenario's best cap: the sweep simulated again with terms off. The
+engine adds three terms to NCCL's model on GPU presets (:mod:`ddpsim.network.cost_terms`:
 ``contention``, ``copy_kernels``, ``host``). Every point is re-simulated with all terms in force
-off (p50 step only; stored with the point's samples, :func:`ddpsim.pipeline.resampling.term_samples`),
-and where that moves the best point, with each term off alone; ``lost`` is what the full model's
-best point loses there against the best.
+off (p50 step only; stored with the point's samples,
+:func:`ddpsim.pipeline.resampling.term_samples`), and where that moves the best point, with each
+term off alone; ``lost`` is what the full model's best point loses there against the best.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ checked (``matches`` None)."""
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -35,25 +36,16 @@ class ModuleSplit:
         return BucketPlan(initial=out, steady=out, rebuild_iteration=None, source="ddp-modules", options=options)
 
 
-def bucket_params(trace: Trace, buckets: Sequence[RecordedBucket]) -> list[tuple[int, ...]] | None:
-    """Per recorded bucket, the trace parameters of the gradients made ready since the previous
-    launch (ready order); None where the buckets hold more gradients than the trace has."""
-    order, out, pos = trace.grad_ready_order, [], 0
-    for b in buckets:
-        if pos + b.num_grads > len(order):
-            return None
-        out.append(tuple(order[pos:pos + b.num_grads]))
-        pos += b.num_grads
-    return out
-
-
 def split_modules(trace: Trace, buckets: Sequence[RecordedBucket], modules: int, options: Any) -> ModuleSplit | None:
     """The run's DDP modules (module docstring), or None where no split of the recorded buckets
     (``buckets``: the last step's, launch order) into ``modules`` modules has every module's plan
     give its buckets."""
-    params = bucket_params(trace, buckets)
-    if params is None or modules < 2:
+    order = trace.grad_ready_order
+    ends = list(itertools.accumulate(b.num_grads for b in buckets))
+    if modules < 2 or (ends and ends[-1] > len(order)):  # more gradients than the trace has
         return None
+    # per recorded bucket, the trace parameters of the gradients made ready since the previous launch
+    params = [tuple(order[a:b]) for a, b in zip([0, *ends], ends)]
     numel = [p.numel for p in trace.params]
 
     def planned(launches: Sequence[int]) -> tuple[tuple[int, ...], ...] | None:

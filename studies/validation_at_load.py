@@ -10,7 +10,7 @@ shared with other jobs a small model's step is stretched by every millisecond th
 a CPU, which is not the model's. Per point this prints the measured mean step; the wall-clock
 prediction ``ddpsim validate`` makes (the rounds' pooled traces); the prediction from the same
 traces on the CPU clock (:func:`ddpsim.validation.stability.cpu_clock_trace`) stretched by the
-share of a CPU the ranks held in the point's runs (:func:`ddpsim.validation.stability.at_load_s`,
+share of a CPU the ranks held in the point's runs (:func:`ddpsim.validation.stability.cpu_share`,
 the other load from the runs' ``/proc/stat`` counters, pooled over the point's runs since one
 millisecond-step run spans too few 10 ms ticks); and both errors. Then each point's step over the
 first point's, paired by round (run k of every point ran in round k), against the predicted
@@ -56,7 +56,7 @@ def main(argv: list[str]) -> int:
     from ddpsim.pipeline.scenario import load_scenario
     from ddpsim.trace.records import load_trace, pool_traces
     from ddpsim.validation.intervals import predict_mean
-    from ddpsim.validation.stability import at_load_s, cpu_clock_trace
+    from ddpsim.validation.stability import cpu_clock_trace, cpu_share
 
     raw = os.path.join(args.report_dir, "validation")
     try:
@@ -89,13 +89,13 @@ def main(argv: list[str]) -> int:
         predict = predict_mean(scenario, points[pid], cal)
         wall, cpu = predict(wall_trace), predict(cpu_trace)
         other = other_pct(runs)
-        load = at_load_s(cpu, max(0.0, other), num_cpus=num_cpus, num_busy_threads=scenario.world_size or 2)
+        # every phase stretched alike, communication included
+        load = cpu / cpu_share(max(0.0, other), num_cpus=num_cpus, num_busy_threads=scenario.world_size or 2)
         m = row["measured_s"]
         pred[pid] = load
         wall_of[pid] = wall
         print(f"{pid:>16s} {m * 1e3:8.2f}  {other:7.1f} {wall * 1e3:8.2f}  {100 * (wall / m - 1):+6.1f}% "
               f"{load * 1e3:7.2f}  {100 * (load / m - 1):+6.1f}%")
-    from ddpsim.validation.stability import cpu_share
 
     def steps(pid: str, scaled: bool) -> list[float]:
         out = []

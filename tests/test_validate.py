@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -484,7 +485,8 @@ def test_a_rank_killed_by_a_signal_is_reported_by_its_abort_line_not_torchruns_b
     fake = subprocess.CompletedProcess(["torchrun", "x"], 1, "ddp: wrote x.json\n", stderr)
     monkeypatch.setattr(ddpsim.validation.launch, "launch_local", lambda *a, **k: fake)
     with pytest.raises(InputError) as ei:
-        v._launch(["ddp", "--out", "x.json"], nproc=2, num_threads=1, timeout_s=10, log_dir=tmp_path)
+        run = SimpleNamespace(world_size=2, num_threads=1, timeout_s=10, raw=tmp_path)
+        v._Validation.launch(run, ["ddp", "--out", "x.json"])
     msg = str(ei.value)
     assert msg.startswith("executor ddp: exit status 1 (terminate called without an active exception); expected a clean run")
     assert len(list(tmp_path.glob("failed-ddp-*.log"))) == 1  # the whole output kept for a post-mortem

@@ -104,9 +104,10 @@ def run_spread_pct(run_medians: Sequence[float], measured: float | None) -> floa
 BEST_CAP_TOLERANCE_PCT = 2.0
 
 
-def run_means(row: dict[str, Any]) -> list[float]:
-    """A row's per-run mean steps in round order (``run_means_s``: a string in the csv, a list, or absent)."""
-    v = row.get("run_means_s") or []
+def run_values(row: dict[str, Any], key: str = "run_means_s") -> list[float]:
+    """A row's per-run figures in round order (``key``, default the mean steps: a string in the csv, a
+    list, or absent)."""
+    v = row.get(key) or []
     return [float(x) for x in (v.split() if isinstance(v, str) else v)]
 
 
@@ -157,12 +158,8 @@ def best_cap_verdict(gap_pct: float, ci: tuple[float, float, int] | None) -> str
         return "met"
     if ci is None:
         return None
-    lo, hi, _ = ci
-    if hi <= BEST_CAP_TOLERANCE_PCT:
-        return "met"
-    if lo > BEST_CAP_TOLERANCE_PCT:
-        return "missed"
-    return "unresolved"
+    tolerance = BEST_CAP_TOLERANCE_PCT
+    return "met" if ci[1] <= tolerance else "missed" if ci[0] > tolerance else "unresolved"
 
 
 def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -184,7 +181,7 @@ def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     # the larger run spread of the two best points: a gap inside it is one the runs cannot tell from noise
     a, b = best_meas.get("run_spread_pct"), best_pred.get("run_spread_pct")
     pair = None if best_meas["point"] == best_pred["point"] or a is None or b is None else max(a, b)
-    pred_runs, meas_runs = run_means(best_pred), run_means(best_meas)
+    pred_runs, meas_runs = run_values(best_pred), run_values(best_meas)
     ci = None if best_pred["point"] == best_meas["point"] else paired_gap_ci_pct(pred_runs, meas_runs)
     verdict = best_cap_verdict(gap, ci)
     return {"num_points": len(done), "median_abs_error_pct": statistics.median(abs_err),
@@ -210,13 +207,10 @@ def host_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The host's load (:func:`host_load`): the points' mean and the largest run's; {} without counters."""
     if not rows or any(r.get("host_other_pct") is None for r in rows):
         return {}
-    def per_run(key: str) -> list[float]:
-        return [float(x) for r in rows for x in str(r[key]).split()]
-
     return {"host_other_pct": statistics.fmean(r["host_other_pct"] for r in rows),
-            "host_other_pct_max_run": max(per_run("run_host_other_pct")),
+            "host_other_pct_max_run": max(x for r in rows for x in run_values(r, "run_host_other_pct")),
             "host_steal_pct": statistics.fmean(r["host_steal_pct"] for r in rows),
-            "host_steal_pct_max_run": max(per_run("run_host_steal_pct")),
+            "host_steal_pct_max_run": max(x for r in rows for x in run_values(r, "run_host_steal_pct")),
             "ranks_cpu_pct": statistics.fmean(r["ranks_cpu_pct"] for r in rows)}
 
 

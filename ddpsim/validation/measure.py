@@ -29,26 +29,6 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 900.0
 
 
-def _launch(args: list[str], *, nproc: int, num_threads: int | None, timeout_s: float, log_dir: Path) -> None:
-    from ddpsim.validation.launch import launch_local
-
-    r = launch_local(args, nproc=nproc, num_threads=num_threads, timeout_s=timeout_s)
-    if r.returncode != 0:  # the whole output into log_dir, for a post-mortem
-        write_text_atomic(log_dir / f"failed-{args[0]}-{int(time.time())}.log",
-                          " ".join(r.args) + "\n--- stdout\n" + r.stdout + "\n--- stderr\n" + r.stderr)
-        lines = (r.stderr or "").strip().splitlines()
-        picked = [ln for ln in lines if "executor: error" in ln]
-        picked = picked or [ln for ln in lines if ln.startswith("[rank") and ("Error" in ln or "error" in ln)]
-        # a rank killed by a signal: torchrun's banner ends in '=====' lines; C++ aborts print
-        # 'terminate called ...' and torchrun 'exitcode : -6 (pid ...) (SIGABRT)'
-        picked = picked or [ln for ln in lines if ln.startswith("terminate called")]
-        picked = picked or [ln for ln in lines if ln.strip().startswith("exitcode") and "SIG" in ln]
-        picked = picked or [ln for ln in lines if ln.strip().strip("=-")] [-1:] or ["no output"]
-        msg = " ".join(picked[-1].split())[:400]
-        raise InputError(f"executor {args[0]}: exit status {r.returncode} ({msg}); expected a clean run "
-                         f"(command: {' '.join(r.args)})")
-
-
 def calibrate(launch: Callable[[list[str]], None], cal_path: Path, raw: Path, *, label: str,
               attempts: int = 2) -> Any:
     """Calibrate with ``executor collectives`` into ``cal_path``; returns the loaded calibration. A probe
@@ -192,7 +172,23 @@ class _Validation:
                          for p in self.points}
 
     def launch(self, args: list[str]) -> None:
-        _launch(args, nproc=self.world_size, num_threads=self.num_threads, timeout_s=self.timeout_s, log_dir=self.raw)
+        from ddpsim.validation.launch import launch_local
+
+        r = launch_local(args, nproc=self.world_size, num_threads=self.num_threads, timeout_s=self.timeout_s)
+        if r.returncode != 0:  # the whole output into raw, for a post-mortem
+            write_text_atomic(self.raw / f"failed-{args[0]}-{int(time.time())}.log",
+                              " ".join(r.args) + "\n--- stdout\n" + r.stdout + "\n--- stderr\n" + r.stderr)
+            lines = (r.stderr or "").strip().splitlines()
+            picked = [ln for ln in lines if "executor: error" in ln]
+            picked = picked or [ln for ln in lines if ln.startswith("[rank") and ("Error" in ln or "error" in ln)]
+            # a rank killed by a signal: torchrun's banner ends in '=====' lines; C++ aborts print
+            # 'terminate called ...' and torchrun 'exitcode : -6 (pid ...) (SIGABRT)'
+            picked = picked or [ln for ln in lines if ln.startswith("terminate called")]
+            picked = picked or [ln for ln in lines if ln.strip().startswith("exitcode") and "SIG" in ln]
+            picked = picked or [ln for ln in lines if ln.strip().strip("=-")] [-1:] or ["no output"]
+            msg = " ".join(picked[-1].split())[:400]
+            raise InputError(f"executor {args[0]}: exit status {r.returncode} ({msg}); expected a clean run "
+                             f"(command: {' '.join(r.args)})")
 
     def pool(self, path: Path) -> None:
         """Add the round's capture at ``path``; the trace becomes the captures so far pooled, saved."""

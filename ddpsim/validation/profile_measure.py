@@ -215,21 +215,13 @@ def measured_summary(steps: Sequence[ProfileIteration], numels: Sequence[int] | 
                                                for st in steps for a, b, k in st.intervals])
     shares = {k: statistics.fmean(f["paced"][k] for f in figs) for k in BOUND}
     mean["paced"], mean["bound"] = shares, bound_of(shares)
-    return {"steps": [{k: v for k, v in f.items() if k != "buckets"} for f in figs], "mean": mean,
-            "buckets": _measured_buckets(figs)}
-
-
-def _measured_buckets(figs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per bucket, medians over the steps; ``transfer_bound_s`` the shortest kernel (all wait for peers)."""
-    n = min(len(f["buckets"]) for f in figs)
-    out = []
-    for i in range(n):
-        bs = [f["buckets"][i] for f in figs]
+    buckets = []  # per bucket, medians over the steps; transfer_bound_s the shortest kernel (all wait for peers)
+    for i, bs in enumerate(zip(*(f["buckets"] for f in figs))):
         durs = [b["duration_s"] for b in bs]
-        out.append({"bucket": i, **{k: bs[0][k] for k in ("numel", "algorithm", "protocol", "ran")},
-                    **{k: median_or_none([b[k] for b in bs]) for k in ("launch_s", "start_s", "end_s", "duration_s")},
-                    "transfer_bound_s": min(durs), "wait_mean_s": statistics.fmean(d - min(durs) for d in durs)})
-    return out
+        buckets.append({"bucket": i, **{k: bs[0][k] for k in ("numel", "algorithm", "protocol", "ran")},
+                        **{k: median_or_none([b[k] for b in bs]) for k in ("launch_s", "start_s", "end_s", "duration_s")},
+                        "transfer_bound_s": min(durs), "wait_mean_s": statistics.fmean(d - min(durs) for d in durs)})
+    return {"steps": [{k: v for k, v in f.items() if k != "buckets"} for f in figs], "mean": mean, "buckets": buckets}
 
 
 def launch_delays(steps: Sequence[ProfileIteration]) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ checked (``matches`` None)."""
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -35,25 +36,16 @@ class ModuleSplit:
         return BucketPlan(initial=out, steady=out, rebuild_iteration=None, source="ddp-modules", options=options)
 
 
-def bucket_params(trace: Trace, buckets: Sequence[RecordedBucket]) -> list[tuple[int, ...]] | None:
-    """Per recorded bucket, the trace parameters of the gradients made ready since the previous
-    launch (ready order); None where the buckets hold more gradients than the trace has."""
-    order, out, pos = trace.grad_ready_order, [], 0
-    for b in buckets:
-        if pos + b.num_grads > len(order):
-            return None
-        out.append(tuple(order[pos:pos + b.num_grads]))
-        pos += b.num_grads
-    return out
-
-
 def split_modules(trace: Trace, buckets: Sequence[RecordedBucket], modules: int, options: Any) -> ModuleSplit | None:
     """The run's DDP modules (module docstring), or None where no split of the recorded buckets
     (``buckets``: the last step's, launch order) into ``modules`` modules has every module's plan
     give its buckets."""
-    params = bucket_params(trace, buckets)
-    if params is None or modules < 2:
+    order = trace.grad_ready_order
+    ends = list(itertools.accumulate(b.num_grads for b in buckets))
+    if modules < 2 or (ends and ends[-1] > len(order)):  # more gradients than the trace has
         return None
+    # per recorded bucket, the trace parameters of the gradients made ready since the previous launch
+    params = [tuple(order[a:b]) for a, b in zip([0, *ends], ends)]
     numel = [p.numel for p in trace.params]
 
     def planned(launches: Sequence[int]) -> tuple[tuple[int, ...], ...] | None:
@@ -63,29 +55,25 @@ def split_modules(trace: Trace, buckets: Sequence[RecordedBucket], modules: int,
         plan = [tuple(g) for g in assign_in_ready_order(trace, ready, options)[0]] if ready else []
         return tuple(plan) if [sum(numel[i] for i in g) for g in plan] == [buckets[k].numel for k in launches] else None
 
-    groups = list(dict.fromkeys(b.process_group for b in buckets))
-    if len(groups) > 1:
-        cand = [[k for k, b in enumerate(buckets) if b.process_group == g] for g in groups]
-        plans = [planned(c) for c in cand]
-        return None if any(p is None for p in plans) else _split(buckets, cand, plans, "process group")
-    found = _cuts(planned, len(buckets), modules)
-    return None if found is None else _split(buckets, [c for c, _ in found], [p for _, p in found], "launch order")
-
-
-def _cuts(planned: Any, n: int, modules: int) -> tuple[tuple[list[int], Any], ...] | None:
-    """The first cut of launches ``0..n-1`` into ``modules`` consecutive runs, each its own plan
-    (``planned``), earliest ends first; each (start, modules) tried once."""
     @functools.cache
     def cut(start: int, k: int) -> tuple[tuple[list[int], Any], ...] | None:
-        for end in [n] if k == 1 else range(start + 1, n - k + 2):
+        """The first cut of launches ``start..`` into ``k`` consecutive runs, each its own plan,
+        earliest ends first; each (start, k) tried once."""
+        for end in [len(buckets)] if k == 1 else range(start + 1, len(buckets) - k + 2):
             plan = planned(range(start, end))
             rest = None if plan is None else () if k == 1 else cut(end, k - 1)
             if rest is not None:
                 return ((list(range(start, end)), plan), *rest)
         return None
-    return cut(0, modules)
 
-
-def _split(buckets: Sequence[RecordedBucket], cand: Sequence[Sequence[int]], plans: Sequence[Any], method: str) -> ModuleSplit:
+    groups = list(dict.fromkeys(b.process_group for b in buckets))
+    if len(groups) > 1:
+        cand = [[k for k, b in enumerate(buckets) if b.process_group == g] for g in groups]
+        plans, method = [planned(c) for c in cand], "process group"
+    else:
+        found = cut(0, modules) or ()
+        cand, plans, method = [c for c, _ in found], [p for _, p in found], "launch order"
+    if not cand or any(p is None for p in plans):
+        return None
     return ModuleSplit(buckets=tuple(tuple(c) for c in cand), planned=tuple(plans),
                        groups=tuple(buckets[c[0]].process_group for c in cand), method=method)

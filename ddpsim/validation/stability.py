@@ -57,9 +57,3 @@ def cpu_share(other_pct: float, *, num_cpus: int, num_busy_threads: int) -> floa
     check_count(num_cpus, "num_cpus", 1)
     check_count(num_busy_threads, "num_busy_threads", 1)
     return min(1.0, num_cpus * (1.0 - other_pct / 100.0) / num_busy_threads)
-
-
-def at_load_s(cpu_clock_s: float, other_pct: float, *, num_cpus: int, num_busy_threads: int) -> float:
-    """A CPU-clock prediction at the load the runs met: ``cpu_clock_s / cpu_share(...)`` (every
-    phase stretched alike, communication included)."""
-    return cpu_clock_s / cpu_share(other_pct, num_cpus=num_cpus, num_busy_threads=num_busy_threads)

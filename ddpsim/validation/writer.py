@@ -13,8 +13,8 @@ from ddpsim.calibration.loader import clamped_fit_warning
 from ddpsim.io import write_text_atomic
 from ddpsim.report.tables import to_csv_text
 from ddpsim.validation.intervals import ALTERNATIVES_TEXT
-from ddpsim.validation.compare import (BEST_CAP_TOLERANCE_PCT, PointOutcome, bucket_figures, bucket_service_s,
-                                       measured_bucket_times, summary_figures)
+from ddpsim.validation.compare import (BEST_CAP_TOLERANCE_PCT, bucket_figures, bucket_service_s, measured_bucket_times,
+                                       summary_figures)
 
 
 #: the level of the prediction intervals a validation reports
@@ -53,6 +53,11 @@ def write_reports(v: Any, *, reanalyzed: bool = False) -> None:
     rows = [o.row() for o in v.outcomes.values()]
     write_text_atomic(out / "validation.csv", csv_text(list(rows[0]) if rows else [], rows))  # PointOutcome.row's keys
     cal = json.loads(Path(v.cal_path).read_text())
+    buckets = {}  # per point, its bucket times predicted and measured (the hooked run), and their errors
+    for k, o in v.outcomes.items():
+        measured = measured_bucket_times(o.hooked) if o.hooked else []
+        buckets[k] = {"predicted": o.predicted_buckets, "measured": measured,
+                      "errors": bucket_errors(o.predicted_buckets, measured)}
     data = {"format": "ddpsim-validation", "version": 1, "scenario": v.scenario.name,
             **{k: getattr(v, k) for k in RUN_FIELDS}, "calibration": str(v.cal_path), "trace": str(v.trace_path),
             "interference": _interference_record(cal, v.cal), "copy_bandwidth_bytes_per_s": cal.get("copy_bandwidth_bytes_per_s"),
@@ -61,8 +66,7 @@ def write_reports(v: Any, *, reanalyzed: bool = False) -> None:
             "ddp_iteration_overhead_s": (cal.get("ddp_iteration_overhead_s") if v.cal is None
                                          else v.cal.ddp_iteration_overhead_s),
             "ddp_iteration_overhead_measured_s": cal.get("ddp_iteration_overhead_s"),
-            "reanalyzed": reanalyzed, "summary": summary_figures(rows), "rows": rows,
-            "buckets": {k: _bucket_record(o) for k, o in v.outcomes.items()}}
+            "reanalyzed": reanalyzed, "summary": summary_figures(rows), "rows": rows, "buckets": buckets}
     extra = (("malloc", (v.trace.environment or {}).get("malloc")), ("launch", v.launch_mode))
     data.update({k: x for k, x in extra if x is not None})
     bands = {o.interval.method_band for o in v.outcomes.values() if o.interval is not None and o.interval.method_band}
@@ -75,13 +79,6 @@ def write_reports(v: Any, *, reanalyzed: bool = False) -> None:
 
         save_figure(validation_figure(data), out / "validation.png")
         save_figure(timeline_figure(data), out / "validation_timeline.png")
-
-
-def _bucket_record(o: PointOutcome) -> dict[str, Any]:
-    """A point's per-bucket times, predicted and measured (the hooked run), and their errors."""
-    measured = measured_bucket_times(o.hooked) if o.hooked else []
-    return {"predicted": o.predicted_buckets, "measured": measured,
-            "errors": bucket_errors(o.predicted_buckets, measured)}
 
 
 def _pct(err: float, ref: float) -> float | None:
@@ -112,31 +109,27 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines + _table_lines(data["rows"]) + _bucket_lines(data.get("buckets") or {}))
 
 
-def _calibration_text(data: dict[str, Any]) -> str:
-    """The calibration's slowdowns and DDP overhead the prediction used."""
-    inter = data.get("interference") or {}
-    return (f"compute_slowdown {inter.get('compute_slowdown', 1.0):.3f}"
-            + (" (fitted to the calibration's DDP probe"
-               + (f", whose forward ran {inter['fitted_to_probe']['probe_forward_factor']:.3f}x its trace's under DDP"
-                  if "probe_forward_factor" in inter.get("fitted_to_probe", {}) else "")
-               + f"; the microbenchmark's: {inter['microbenchmark']['compute_slowdown']:.3f})"
-               if inter.get("fitted_to_probe") else "")
-            + f", comm_slowdown {inter.get('comm_slowdown', 1.0):.3f}"
-            + ("" if data.get("ddp_iteration_overhead_s") is None else
-               f", DDP overhead {data['ddp_iteration_overhead_s'] * 1e3:.3f} ms per iteration"
-               + ("" if data.get("ddp_iteration_overhead_measured_s") in (None, data["ddp_iteration_overhead_s"]) else
-                  f" (the executor's residue against the loop curve: {data['ddp_iteration_overhead_measured_s'] * 1e3:.3f} ms)")))
-
-
 def _setup_lines(data: dict[str, Any]) -> list[str]:
-    """The title, what ran against what, the calibration's warning, what is compared, and ``--reanalyze``."""
+    """The title, what ran against what (the calibration's slowdowns and DDP overhead the prediction
+    used), the calibration's warning, what is compared, and ``--reanalyze``."""
     inter = data.get("interference") or {}
+    calibration = (f"compute_slowdown {inter.get('compute_slowdown', 1.0):.3f}"
+                  + (" (fitted to the calibration's DDP probe"
+                     + (f", whose forward ran {inter['fitted_to_probe']['probe_forward_factor']:.3f}x its trace's under DDP"
+                        if "probe_forward_factor" in inter.get("fitted_to_probe", {}) else "")
+                     + f"; the microbenchmark's: {inter['microbenchmark']['compute_slowdown']:.3f})"
+                     if inter.get("fitted_to_probe") else "")
+                  + f", comm_slowdown {inter.get('comm_slowdown', 1.0):.3f}"
+                  + ("" if data.get("ddp_iteration_overhead_s") is None else
+                     f", DDP overhead {data['ddp_iteration_overhead_s'] * 1e3:.3f} ms per iteration"
+                     + ("" if data.get("ddp_iteration_overhead_measured_s") in (None, data["ddp_iteration_overhead_s"]) else
+                        f" (the executor's residue against the loop curve: {data['ddp_iteration_overhead_measured_s'] * 1e3:.3f} ms)")))
     lines = [f"# Validation: {data['scenario']}", "",
              f"Real DDP ({data['world_size']} gloo ranks on this CPU host, {data['num_threads']} thread(s) per rank; "
              f"model `{data['model']}`, batch {data['batch_size']} per rank; {data['warmup']} warm-up + "
              f"{data['iterations']} measured iterations x {data['repeats']} runs per point, round-robin) against "
              f"ddpsim's prediction from the scenario's trace and ONE machine calibration (`{data['calibration']}`: "
-             + _calibration_text(data) + ").",
+             + calibration + ").",
              "", f"Prediction trace: `{data['trace']}`.", ""]
     warn = clamped_fit_warning(inter.get("fitted_to_probe"))
     if warn:
@@ -225,27 +218,24 @@ def _yes_no(v: Any) -> str:
     return "" if v is None else ("yes" if v else "no")
 
 
-def _table_row(r: dict[str, Any], *, host: bool, ivs: bool) -> str:
-    """One point's row; the host-load and interval cells only when some row has them."""
-    err = "" if r["error_pct"] is None else f"{r['error_pct']:+.1f} %"
-    pm = "" if r["plan_matches"] is None else str(r["plan_matches"]).lower()
-    interval = "" if r.get("predicted_low_s") is None else f"{_ms(r['predicted_low_s'])} to {_ms(r['predicted_high_s'])}"
-    return (f"| {r['point']} | {_ms(r['predicted_s'])} | {_ms(r['measured_s'])} | {_ms(r['measured_p10_s'])} | "
-            f"{_ms(r['measured_p90_s'])} | {err} | {_yes_no(r['in_band'])} | {r['num_runs']} | "
-            f"{_pct_cell(r.get('run_spread_pct'))} | {_fmt(r['num_buckets_real'])} | {pm} |"
-            + ("" if not host else f" {_pct_cell(r.get('host_other_pct'))} | {_pct_cell(r.get('host_steal_pct'))} |")
-            + ("" if not ivs else f" {interval} | {_yes_no(r.get('in_interval'))} |"))
-
-
 def _table_lines(rows: list[dict[str, Any]]) -> list[str]:
-    """The table of points and the note on where the per-bucket times are."""
+    """The table of points (the host-load and interval columns only when some row has them) and the
+    note on where the per-bucket times are."""
     host = any(r.get("host_other_pct") is not None for r in rows)
     ivs = any(r.get("predicted_low_s") is not None for r in rows)
     lines = ["| point | predicted | measured | p10 | p90 | error | in band | runs | run spread | buckets | plan matches |"
              + (" other load | steal |" if host else "") + (f" {INTERVAL_LEVEL:.0%} interval | inside |" if ivs else ""),
              "|---|---:|---:|---:|---:|---:|:-:|---:|---:|---:|:-:|" + ("---:|---:|" if host else "")
              + ("---:|:-:|" if ivs else "")]
-    lines += [_table_row(r, host=host, ivs=ivs) for r in rows]
+    for r in rows:
+        err = "" if r["error_pct"] is None else f"{r['error_pct']:+.1f} %"
+        pm = "" if r["plan_matches"] is None else str(r["plan_matches"]).lower()
+        interval = "" if r.get("predicted_low_s") is None else f"{_ms(r['predicted_low_s'])} to {_ms(r['predicted_high_s'])}"
+        lines.append(f"| {r['point']} | {_ms(r['predicted_s'])} | {_ms(r['measured_s'])} | {_ms(r['measured_p10_s'])} | "
+                     f"{_ms(r['measured_p90_s'])} | {err} | {_yes_no(r['in_band'])} | {r['num_runs']} | "
+                     f"{_pct_cell(r.get('run_spread_pct'))} | {_fmt(r['num_buckets_real'])} | {pm} |"
+                     + ("" if not host else f" {_pct_cell(r.get('host_other_pct'))} | {_pct_cell(r.get('host_steal_pct'))} |")
+                     + ("" if not ivs else f" {interval} | {_yes_no(r.get('in_interval'))} |"))
     lines += ["", "Per-bucket launch, start and end times (from the iteration's start; predicted: the first steady "
               "iteration; measured: medians over the hooked run's iterations) are in "
               "`validation.json` (with their errors, measured minus predicted) and `validation.png`; "

@@ -109,12 +109,10 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
     bucket timings; of each iteration its start and end, the rest 0; ``meta["steps_only"]``):
     ranks record nothing, and with interference their works between two interactions run as one
     and their launches arrive where the work clock reaches them (the same steps to rounding).
-
     Points that differ only in what the engine does not read (caps that give the same buckets)
     share one simulation: the last :data:`MEMO_SIZE` results are kept (:func:`_memo_key`), a hit
     returned with this plan's ``meta["plan"]``. An "iteration" is one no_sync cycle
-    (``no_sync_steps`` micro-steps plus the synchronised step).
-    """
+    (``no_sync_steps`` micro-steps plus the synchronised step)."""
     spans = spans and not steps_only
     key = _memo_key(trace, plan, comm, config, spans, steps_only)
     kept = _MEMO.get(key) if key is not None else None

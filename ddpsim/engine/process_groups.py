@@ -27,7 +27,7 @@ class GroupStreams:
         self.n = n
         #: collectives in flight on every group
         self.running: list[Any] = eng.running
-        self._demand: dict[int, float] = {}  # pace() asks it for every collective in flight, at every change
+        self._demand: dict[int, float] = {}  # rate() asks it for every collective in flight, at every change
         self._latency_s = eng.duration_s(1, False)
         self.capacity = self.demand(CAPACITY_PROBE_BYTES)
 
@@ -37,20 +37,6 @@ class GroupStreams:
             t = self.eng.duration_s(size_bytes, False)
             d = self._demand[size_bytes] = size_bytes / (t - self._latency_s) if t > self._latency_s else math.inf
         return d
-
-    def pace(self, c: Any) -> float:
-        """``c``'s pace with the collectives now in flight, as a fraction of its pace alone."""
-        n = len(self.running)
-        if n <= 1:
-            return 1.0
-        if self.eng.lanes > 1:  # the comm model measured concurrency
-            return self.eng.rate(c)
-        finite = [self.demand(r.size_bytes) for r in self.running]
-        if any(math.isinf(d) for d in finite):
-            return 1.0
-        f = min(1.0, self.capacity / sum(finite))
-        w = self.eng.bandwidth_share(c.size_bytes, False, self.eng.duration_s(c.size_bytes, False))
-        return 1.0 / ((1.0 - w) + w / f)
 
     def stream(self, g: int) -> Iterator[simpy.Event]:
         """Group ``g``: its collectives (``g, g + n, ...``) in order, ``lanes`` at a time."""
@@ -78,8 +64,18 @@ class GroupStreams:
             i += self.n
 
     def rate(self, c: Any) -> float:
-        """``c``'s pace (and ``1/comm_slowdown`` while any rank computes)."""
-        r = self.pace(c)
-        if self.eng.interfere and self.eng.busy > 0:
-            r /= self.eng.comm_slow
+        """``c``'s pace with the collectives now in flight, as a fraction of its pace alone, and
+        ``1/comm_slowdown`` while any rank computes."""
+        eng = self.eng
+        r = 1.0
+        if eng.lanes > 1:  # the comm model measured concurrency
+            r = eng.rate(c)
+        elif len(self.running) > 1:
+            finite = [self.demand(x.size_bytes) for x in self.running]
+            if not any(math.isinf(d) for d in finite):
+                f = min(1.0, self.capacity / sum(finite))
+                w = eng.bandwidth_share(c.size_bytes, False, eng.duration_s(c.size_bytes, False))
+                r = 1.0 / ((1.0 - w) + w / f)
+        if eng.interfere and eng.busy > 0:
+            r /= eng.comm_slow
         return r

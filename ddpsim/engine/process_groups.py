@@ -25,8 +25,6 @@ class GroupStreams:
     def __init__(self, eng: Any, n: int) -> None:
         self.eng = eng
         self.n = n
-        #: collectives in flight on every group
-        self.running: list[Any] = eng.running
         self._demand: dict[int, float] = {}  # rate() asks it for every collective in flight, at every change
         self._latency_s = eng.duration_s(1, False)
         self.capacity = self.demand(CAPACITY_PROBE_BYTES)
@@ -58,7 +56,7 @@ class GroupStreams:
             idle = not mine and c.arrival_max_s > free_s
             extra = eng.ask("idle_launch_extra_s", c.size_bytes) if idle and eng.idle_launches and c.kind == "allreduce" else 0.0
             mine.append(c)
-            self.running.append(c)
+            eng.running.append(c)
             eng.in_flight_changed()
             env.process(eng.in_flight(c, partial(self.rate, c), extra))
             i += self.n
@@ -70,8 +68,8 @@ class GroupStreams:
         r = 1.0
         if eng.lanes > 1:  # the comm model measured concurrency
             r = eng.rate(c)
-        elif len(self.running) > 1:
-            finite = [self.demand(x.size_bytes) for x in self.running]
+        elif len(eng.running) > 1:  # every group's collectives in flight share the topology
+            finite = [self.demand(x.size_bytes) for x in eng.running]
             if not any(math.isinf(d) for d in finite):
                 f = min(1.0, self.capacity / sum(finite))
                 w = eng.bandwidth_share(c.size_bytes, False, eng.duration_s(c.size_bytes, False))

@@ -44,8 +44,7 @@ class SimConfig:
     world_size: Int(1, MAX_WORLD_SIZE) = 2  # number of ranks in the process group
     #: synchronised iterations to simulate (>= 1); iteration 1 is DDP's first (single-bucket) iteration
     num_iterations: Int(1, MAX_ITERATIONS) = 4
-    #: iterations excluded from steady-state figures; None means "up to and including the iteration that first uses the
-    #: rebuilt buckets" (1 if buckets are never rebuilt)
+    #: warm-up iterations left out of the steady figures; None: through the rebuild (else 1)
     num_warmup_iterations: Int(0, MAX_ITERATIONS, null=True) = None
     seed: Int(0, MAX_SEED) = 0  # seeds every random draw (jitter). Same inputs and seed -> same result
     comm_hook: Hook = "none"  # one of :data:`~ddpsim.value_types.COMM_HOOKS`
@@ -59,8 +58,7 @@ class SimConfig:
     #: rank -> slowdown factor (>= 1) applied to that rank's compute
     stragglers: Stragglers = field(default_factory=dict)
     interference: SkipValidation[Interference] = field(default_factory=Interference)  # see :class:`Interference`
-    #: device memory bandwidth for the copy-in / copy-out of gradients (each copies 2x the bytes: read + write); None =
-    #: free copies
+    #: device memory bandwidth of the gradients' copies (each reads and writes); None: free
     copy_bandwidth_bytes_per_s: Annotated[Optional[Union[int, float]], rule(
         "a number > 0 or null", lambda v: v is None or (is_num(v) and v > 0))] = None
     #: ranks that behave alike (same jitter class) are represented by one simulated process; None lets the engine
@@ -86,8 +84,7 @@ class SimConfig:
     #: communicators DDP's collectives are dealt to in turn (``_round_robin_process_groups``;
     #: :mod:`ddpsim.engine.process_groups`); 1 = one
     process_groups: Int(1, MAX_PROCESS_GROUPS) = 1
-    #: per-rank batch counts of an epoch run under ``Join`` (uneven inputs; :mod:`ddpsim.engine.join`), one per rank;
-    #: None = even inputs, no Join
+    #: per-rank batch counts of an epoch under ``Join`` (:mod:`ddpsim.engine.join`); None: no Join
     join_batches: Optional[tuple[Any, ...]] = None
 
     def for_validation(self) -> "SimConfig":

@@ -93,14 +93,11 @@ def buffer_broadcast_buckets(trace: Trace, opts: DDPOptions, mixed_precision: Mi
 
 
 class DelayedAllReduce:
-    """``delay_all_reduce_named_params`` (``DistributedDataParallel._register_delay_all_reduce_hook``).
-
-    The delayed parameters' gradients live in one flat float32 buffer (``_delay_grad_buffer``):
-    ``_clear_grad_buffer`` zeroes it after the first forward of an iteration (its grads were set
-    to None by ``zero_grad``), and a tensor hook on ``param_to_hook_all_reduce`` -- fired when that
-    parameter's gradient is computed, in every backward, ``no_sync`` or not -- divides it by the
-    world size and launches one async all-reduce of it that DDP never waits for.
-    """
+    """``delay_all_reduce_named_params`` (``DistributedDataParallel``'s
+    ``_register_delay_all_reduce_hook``): the gradients live in one flat float32
+    ``_delay_grad_buffer`` that ``_clear_grad_buffer`` zeroes after an iteration's first forward;
+    a tensor hook on ``param_to_hook_all_reduce``, fired in every backward (``no_sync`` or not),
+    divides it by the world size and launches one async all-reduce that DDP never waits for."""
 
     def __init__(self, trace: Trace, eng: Any) -> None:
         hook = next(p for p in trace.params if p.name == eng.plan.options.param_to_hook_all_reduce)
@@ -116,25 +113,18 @@ class DelayedAllReduce:
 
 
 class SyncBatchNorm:
-    """``nn.SyncBatchNorm`` layers (``torch/nn/modules/_functions.py``, ``SyncBatchNorm``).
-
-    Forward: ``batch_norm_stats``, then an all-gather of ``mean, invstd, count`` (``2C + 1``
-    float32 per rank; ``all_gather_into_tensor`` on NCCL, ``all_gather`` on gloo) with
-    ``async_op=False``: the forward waits for it. Backward: ``batch_norm_backward_reduce``, then
-    an all-reduce of ``sum_dy, sum_dy_xmu`` (``2C`` float32) that the backward waits for, then
-    the input gradient; the layer's weight and bias gradients are ready when its backward returns.
-    Both collectives go to the process group's stream, in order with DDP's buckets.
-
-    Found in the trace by their ``<module>.running_mean`` and ``<module>.running_var`` buffers
-    (``C`` = running_mean's elements); each needs its ``<module>.weight`` or ``<module>.bias``
-    among the parameters with a gradient: its ready time places the layer. The backward
-    collective is issued right before that parameter's hook; the forward one at
-    ``forward * (1 - ready / backward)`` (the backward after the layer mirrors the forward
-    before it). Assumed: the layer's input needs a gradient (so the backward all-reduce runs;
-    torch skips it for a BatchNorm applied to the raw input). The all-gather's time is half the
-    comm model's all-reduce of the gathered bytes (a ring all-reduce is a reduce-scatter then an
-    all-gather of the same bytes).
-    """
+    """``nn.SyncBatchNorm`` layers (``torch/nn/modules/_functions.py``, ``SyncBatchNorm``), their
+    collectives on the process group's stream in order with DDP's buckets, each waited
+    (``async_op=False``). Forward: ``batch_norm_stats``, then an all-gather of ``mean, invstd,
+    count`` (``2C + 1`` float32 per rank; ``all_gather_into_tensor`` on NCCL, ``all_gather`` on
+    gloo), half the comm model's all-reduce of the gathered bytes (a ring all-reduce is a
+    reduce-scatter then an all-gather). Backward: ``batch_norm_backward_reduce``, an all-reduce of
+    ``sum_dy, sum_dy_xmu`` (``2C`` float32), then the input gradient (assumed needed: torch skips
+    the all-reduce for a BatchNorm on the raw input); the weight and bias gradients are ready when
+    it returns. A layer is found by its ``<module>.running_mean`` and ``.running_var`` buffers
+    (``C``: running_mean's elements) and placed by its ``.weight`` or ``.bias`` with a gradient:
+    the backward collective right before that parameter's hook, the forward one at
+    ``forward * (1 - ready / backward)`` (the backward after it mirrors the forward before it)."""
 
     def __init__(self, trace: Trace, eng: Any) -> None:
         bufs = {b.name: b for b in trace.buffers}

@@ -10,6 +10,7 @@ by bandwidth, their latencies at full pace. The model and its approximations: do
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any, Iterator
 
 import simpy
@@ -24,9 +25,7 @@ class GroupStreams:
     def __init__(self, eng: Any, n: int) -> None:
         self.eng = eng
         self.n = n
-        #: collectives in flight on every group
-        self.running: list[Any] = []
-        self._demand: dict[int, float] = {}  # pace() asks it for every collective in flight, at every change
+        self._demand: dict[int, float] = {}  # rate() asks it for every collective in flight, at every change
         self._latency_s = eng.duration_s(1, False)
         self.capacity = self.demand(CAPACITY_PROBE_BYTES)
 
@@ -36,20 +35,6 @@ class GroupStreams:
             t = self.eng.duration_s(size_bytes, False)
             d = self._demand[size_bytes] = size_bytes / (t - self._latency_s) if t > self._latency_s else math.inf
         return d
-
-    def pace(self, c: Any) -> float:
-        """``c``'s pace with the collectives now in flight, as a fraction of its pace alone."""
-        n = len(self.running)
-        if n <= 1:
-            return 1.0
-        if self.eng.lanes > 1:  # the comm model measured concurrency
-            return self.eng.rate(c, n)
-        finite = [self.demand(r.size_bytes) for r in self.running]
-        if any(math.isinf(d) for d in finite):
-            return 1.0
-        f = min(1.0, self.capacity / sum(finite))
-        w = self.eng.bandwidth_share(c.size_bytes, False, self.eng.duration_s(c.size_bytes, False))
-        return 1.0 / ((1.0 - w) + w / f)
 
     def stream(self, g: int) -> Iterator[simpy.Event]:
         """Group ``g``: its collectives (``g, g + n, ...``) in order, ``lanes`` at a time."""
@@ -69,34 +54,26 @@ class GroupStreams:
             free_s = max([free_s] + [r.end_s for r in mine if r.done.triggered])
             mine = [r for r in mine if not r.done.triggered]
             idle = not mine and c.arrival_max_s > free_s
-            extra = eng.ask("idle_launch_extra_s", c.size_bytes) if idle and eng.idle_extra is not None and c.kind == "allreduce" else 0.0
+            extra = eng.ask("idle_launch_extra_s", c.size_bytes) if idle and eng.idle_launches and c.kind == "allreduce" else 0.0
             mine.append(c)
-            self.running.append(c)
-            self.changed()
-            env.process(self.progress(c, extra))
+            eng.running.append(c)
+            eng.in_flight_changed()
+            env.process(eng.in_flight(c, partial(self.rate, c), extra))
             i += self.n
 
-    def progress(self, c: Any, idle_extra_s: float = 0.0) -> Iterator[simpy.Event]:
-        """``c.work_s`` seconds of work at its pace (and ``1/comm_slowdown`` while any rank computes),
-        plus ``idle_extra_s`` once every rank waits, if that happens before the work is done."""
+    def rate(self, c: Any) -> float:
+        """``c``'s pace with the collectives now in flight, as a fraction of its pace alone, and
+        ``1/comm_slowdown`` while any rank computes."""
         eng = self.eng
-
-        def rate() -> float:
-            r = self.pace(c)
-            if eng.interfere and eng.busy > 0:
-                r /= eng.comm_slow
-            return r
-
-        yield from eng.advance(c.work_s, rate, idle_extra_s)
-        c.end_s = eng.env.now
-        self.running.remove(c)
-        self.changed()
-        c.done.succeed()
-
-    def changed(self) -> None:
-        """The set in flight changed: compute's slowdown weight is their shares' sum."""
-        eng = self.eng
-        if eng.interfere:
-            eng.comm_weight = sum(r.slow_weight for r in self.running)
-            eng.comm_active = bool(self.running)
-        eng._notify()
+        r = 1.0
+        if eng.lanes > 1:  # the comm model measured concurrency
+            r = eng.rate(c)
+        elif len(eng.running) > 1:  # every group's collectives in flight share the topology
+            finite = [self.demand(x.size_bytes) for x in eng.running]
+            if not any(math.isinf(d) for d in finite):
+                f = min(1.0, self.capacity / sum(finite))
+                w = eng.bandwidth_share(c.size_bytes, False, eng.duration_s(c.size_bytes, False))
+                r = 1.0 / ((1.0 - w) + w / f)
+        if eng.interfere and eng.busy > 0:
+            r /= eng.comm_slow
+        return r

@@ -76,14 +76,6 @@ def _validate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
 
 # ---- results -------------------------------------------------------------------------------
 
-def _skipped_buckets(eng: Engine) -> dict[str, list[int]]:
-    """Per iteration (as a string key), the buckets skip_all_reduce_unused_params left out."""
-    skipped = {str(k): [b for b in range(len(lay.buckets))
-                        if eng.skips_bucket(b, lay, eng.static_graph and k == 1)]
-               for k, lay in eng.layouts.items()}
-    return {k: bs for k, bs in skipped.items() if bs}
-
-
 def _as_dict(obj: Any) -> Any:
     """``dataclasses.asdict`` without deep copies (a table of interference weights is long)."""
     if is_dataclass(obj) and not isinstance(obj, type):
@@ -117,12 +109,10 @@ def simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig,
     bucket timings; of each iteration its start and end, the rest 0; ``meta["steps_only"]``):
     ranks record nothing, and with interference their works between two interactions run as one
     and their launches arrive where the work clock reaches them (the same steps to rounding).
-
     Points that differ only in what the engine does not read (caps that give the same buckets)
     share one simulation: the last :data:`MEMO_SIZE` results are kept (:func:`_memo_key`), a hit
     returned with this plan's ``meta["plan"]``. An "iteration" is one no_sync cycle
-    (``no_sync_steps`` micro-steps plus the synchronised step).
-    """
+    (``no_sync_steps`` micro-steps plus the synchronised step)."""
     spans = spans and not steps_only
     key = _memo_key(trace, plan, comm, config, spans, steps_only)
     kept = _MEMO.get(key) if key is not None else None
@@ -216,8 +206,7 @@ def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
                                 optimizer_s=0.0, warmup=k <= warmup)
                  for rk in ranks[:len(explicit)] for k, acc in enumerate(rk.accs, start=1)]
     else:
-        comm_rows, comm_by_iter, last_grad_end = _collective_rows(colls)
-        buckets, iters = _rank_figures(eng, ranks, comm_by_iter, last_grad_end, warmup)
+        comm_rows, buckets, iters = _rank_figures(eng, ranks, colls, warmup)
     if schedule is not None:  # a joined rank's iterations are left out of the steady breakdown
         mask = schedule.mask(config.world_size)
         iters = [replace(it, warmup=True) if mask[it.iteration - 1, it.rank] == 0 else it for it in iters]
@@ -238,8 +227,11 @@ def _simulate(trace: Trace, plan: BucketPlan, comm: CommModel, config: SimConfig
     }
     if steps_only:
         meta["steps_only"] = True
-    if eng.skip_unused:
-        meta["skipped_buckets"] = _skipped_buckets(eng)
+    if eng.skip_unused:  # per iteration: the buckets skip_all_reduce_unused_params leaves out
+        skipped = {str(k): [b for b in range(len(lay.buckets))
+                            if eng.skips_bucket(b, lay, eng.static_graph and k == 1)]
+                   for k, lay in eng.layouts.items()}
+        meta["skipped_buckets"] = {k: bs for k, bs in skipped.items() if bs}
     if schedule is not None:  # the same samples dealt evenly, without Join: the baseline of the cost
         even = simulate(trace, plan, comm, replace(asked, join_batches=None), spans=False)
         meta["join"] = add_even_baseline(eng.join.figures(colls), even.summary()["iteration_mean_s"], config.world_size)
@@ -274,20 +266,6 @@ def _make_ranks(eng: Engine, factors: np.ndarray, explicit: Sequence[int],
     return ranks, rest_f
 
 
-def _collective_rows(colls: list) -> tuple[list[tuple], dict[int, list[tuple[float, float]]], dict[int, float]]:
-    """Each collective as a sortable span row, its interval per iteration, and per iteration
-    the end of the last gradient collective."""
-    comm_by_iter: dict[int, list[tuple[float, float]]] = {}
-    last_grad_end: dict[int, float] = {}
-    comm_rows: list[tuple] = []
-    for c in colls:
-        comm_by_iter.setdefault(c.iteration, []).append((c.start_s, c.end_s))
-        if c.kind in ("allreduce", "used_map_allreduce"):
-            last_grad_end[c.iteration] = max(last_grad_end.get(c.iteration, -math.inf), c.end_s)
-        comm_rows.append((c.start_s, 1, c.index, c.end_s, c.kind, c.name, c.iteration, c.bucket, c.size_bytes))
-    return comm_rows, comm_by_iter, last_grad_end
-
-
 def _bucket_timings(logs: list, shapes: dict, starts: list[float], ends: list[float]) -> list[BucketTiming]:
     """Per-bucket timings of every recording rank (:class:`~ddpsim.engine.result.LazyTuple`)."""
     new, setattr_ = object.__new__, object.__setattr__
@@ -304,9 +282,18 @@ def _bucket_timings(logs: list, shapes: dict, starts: list[float], ends: list[fl
     return out
 
 
-def _rank_figures(eng: Engine, ranks: list[Rank], comm_by_iter: dict[int, list[tuple[float, float]]],
-                  last_grad_end: dict[int, float], warmup: int) -> tuple[LazyTuple, list[IterationStats]]:
-    """Per-bucket timings (built when read) and per-iteration figures of every recording rank."""
+def _rank_figures(eng: Engine, ranks: list[Rank], colls: list,
+                  warmup: int) -> tuple[list[tuple], LazyTuple, list[IterationStats]]:
+    """Each collective as a sortable span row, then per-bucket timings (built when read) and
+    per-iteration figures of every recording rank."""
+    comm_by_iter: dict[int, list[tuple[float, float]]] = {}
+    last_grad_end: dict[int, float] = {}  # per iteration, the end of its last gradient collective
+    comm_rows: list[tuple] = []
+    for c in colls:
+        comm_by_iter.setdefault(c.iteration, []).append((c.start_s, c.end_s))
+        if c.kind in ("allreduce", "used_map_allreduce"):
+            last_grad_end[c.iteration] = max(last_grad_end.get(c.iteration, -math.inf), c.end_s)
+        comm_rows.append((c.start_s, 1, c.index, c.end_s, c.kind, c.name, c.iteration, c.bucket, c.size_bytes))
     # what the bucket timings need of every recording rank's bucket log (not the engine: it holds
     # the whole simulation)
     logs = [(rk.rank, rk.bucket_log) for rk in ranks if rk.record]
@@ -327,4 +314,4 @@ def _rank_figures(eng: Engine, ranks: list[Rank], comm_by_iter: dict[int, list[t
                 backward_compute_s=acc.backward_s, exposed_comm_s=exposed, comm_s=comm_s,
                 overlap_ratio=overlapped / comm_s if comm_s > 0 else 0.0, optimizer_s=acc.optimizer_s,
                 warmup=k <= warmup))
-    return buckets, iters
+    return comm_rows, buckets, iters

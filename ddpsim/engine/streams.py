@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from dataclasses import dataclass
+from functools import partial
 from heapq import heappop, heappush
 from itertools import accumulate
 from typing import Callable, Iterator
@@ -138,15 +139,17 @@ class Engine:
         self.broadcast_per_tensor_s = checked_s(0.0 if v is None else v,
                                                 f"{where}broadcast_per_tensor_s:")
         self.forward_factor = checked_s(comm.ddp_forward_factor, f"{where}ddp_forward_factor:", True)
-        idle = comm.idle_launch_extra_s
-        self.idle_extra = idle if callable(idle) else None
+        #: the comm model charges an all-reduce launched onto an idle stream (``idle_launch_extra_s``)
+        self.idle_launches = callable(comm.idle_launch_extra_s)
         #: collectives of the process group that progress at once (ProcessGroupGloo's worker
         #: threads); 1: one in-order stream (NCCL, every analytical model)
         self.lanes = comm.comm_lanes
         if isinstance(self.lanes, bool) or not isinstance(self.lanes, int) or self.lanes < 1:
             raise InputError(f"{where}comm_lanes: {self.lanes!r} is not accepted; expected an integer >= 1")
-        #: collectives in progress (the multi-lane stream)
+        #: collectives in progress (the multi-lane stream, or every round-robin group's)
         self.running: list[Coll] = []
+        #: compute's slowdown weight from their shares: the largest, or round-robin groups' sum
+        self.combine_weights: Callable = sum if config.process_groups > 1 else max
         #: ranks blocked in a wait (fast path; the slow path's ``busy`` counts the others)
         self.waiting = 0
         self.interfere = config.interference != Interference()
@@ -238,7 +241,7 @@ class Engine:
     def set_waiting(self, delta: int) -> None:
         """Fast path: a rank starts (+1) or stops (-1) waiting; heard only by idle launches."""
         self.waiting += delta
-        if self.idle_extra is not None:
+        if self.idle_launches:
             self._notify()
 
     def arrive(self, index: int, t: float, kind: str, name: str, iteration: int, bucket: int | None,
@@ -300,7 +303,7 @@ class Engine:
                 yield env.timeout(start - env.now)
             c.start_s = start
             extra = 0.0
-            if self.idle_extra is not None and c.kind == "allreduce" and c.arrival_max_s > free_s:
+            if self.idle_launches and c.kind == "allreduce" and c.arrival_max_s > free_s:
                 extra = self.ask("idle_launch_extra_s", c.size_bytes)
             if self.interfere:
                 self.comm_weight, self.comm_active = c.slow_weight, True  # (the one stream sets it)
@@ -332,9 +335,14 @@ class Engine:
             c.done.succeed()
             i += 1
 
-    def rate(self, c: Coll, n: int) -> float:
-        """The pace of ``c`` while ``n`` collectives run at once (``concurrent_rate``, cached, checked)."""
+    def rate(self, c: Coll) -> float:
+        """The pace of ``c`` among the collectives in progress (``concurrent_rate``, cached, checked)."""
+        n = len(self.running)
         return 1.0 if n <= 1 else self.ask("concurrent_rate", c.kind, c.size_bytes, n, positive=True)
+
+    def lane_rate(self, c: Coll) -> float:
+        """A lane's pace: :meth:`rate`, ``/comm_slowdown`` while any rank computes."""
+        return (1.0 / self.comm_slow if self.busy > 0 else 1.0) * self.rate(c)
 
     def comm_lanes(self) -> Iterator[simpy.Event]:
         """The process group's queue worked by ``lanes`` threads (ProcessGroupGloo): collectives
@@ -351,27 +359,28 @@ class Engine:
                 yield env.timeout(c.arrival_max_s - env.now)
             c.start_s = env.now
             extra = 0.0
-            if self.idle_extra is not None and c.kind == "allreduce" and not self.running:
+            if self.idle_launches and c.kind == "allreduce" and not self.running:
                 extra = self.ask("idle_launch_extra_s", c.size_bytes)
             self.running.append(c)
-            self._lanes_changed()
-            env.process(self._lane(c, extra))
+            self.in_flight_changed()
+            env.process(self.in_flight(c, partial(self.lane_rate, c), extra))
             i += 1
 
-    def _lane(self, c: Coll, extra: float) -> Iterator[simpy.Event]:
-        def rate() -> float:  # paced also by the others in progress
-            return (1.0 / self.comm_slow if self.busy > 0 else 1.0) * self.rate(c, len(self.running))
-
+    def in_flight(self, c: Coll, rate: Callable[[], float], extra: float) -> Iterator[simpy.Event]:
+        """``c``, one of the collectives in progress (``running``), until its work is done at
+        ``rate()`` (:meth:`advance`; ``extra``: its idle launch's cost)."""
         yield from self.advance(c.work_s, rate, extra)
         c.end_s = self.env.now
         self.running.remove(c)
-        self._lanes_changed()
+        self.in_flight_changed()
         c.done.succeed()
 
-    def _lanes_changed(self) -> None:
+    def in_flight_changed(self) -> None:
+        """The collectives in progress changed: compute pays ``combine_weights`` of their shares."""
         if self.interfere:
-            self.comm_weight = max((r.slow_weight for r in self.running), default=1.0)
-            self.comm_active = bool(self.running)
+            running = self.running
+            self.comm_weight = self.combine_weights(r.slow_weight for r in running) if running else 1.0
+            self.comm_active = bool(running)
         self._notify()
 
     # -- interference (slow path) ----------------------------------------------------------

@@ -2,8 +2,7 @@
 ``references`` (the datasheets, user guides and source files the figures come from), ``gpus`` and
 ``systems`` (node layouts), every figure group naming an existing reference under ``sources``.
 Units are in the key names: ``tflops`` = 1e12 FLOP/s dense (no sparsity), ``gbps`` = GB/s (1e9
-B/s) per direction, ``gb`` = 1e9 bytes, ``gbit`` = Gb/s line rate.
-"""
+B/s) per direction, ``gb`` = 1e9 bytes, ``gbit`` = Gb/s line rate."""
 
 from __future__ import annotations
 

@@ -11,8 +11,7 @@ Python's ``heapq`` used here; subgraphs rank by when the split graph calls them
 (:func:`run_order`). A view output is regenerated outside the compiled function
 (``collect_metadata_analysis.py``: ``alias_of_input``, ``alias_of_intermediate*``), a node of its
 own leading to its base's subgraph. Per Dynamo graph, in reverse compile order; parameters the
-recorded inputs do not reach keep the eager order after them.
-"""
+recorded inputs do not reach keep the eager order after them."""
 
 from __future__ import annotations
 

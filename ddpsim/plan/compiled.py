@@ -10,8 +10,7 @@ every gradient ready when its graph's compiled backward returns. ``python_reduce
 autograd): DDP's per-parameter hooks (``_register_accum_grad_hook``) fused by inductor's
 ``fuse_ddp_communication`` (``torch/_inductor/fx_passes/ddp_fusion.py``; :func:`python_reducer_plan`).
 Approximate: a subgraph ends at its last parameter's eager time, and within it the hooks follow
-:mod:`ddpsim.plan.autograd_order`. Details: docs/MODEL.md, "Compiled DDP".
-"""
+:mod:`ddpsim.plan.autograd_order`. Details: docs/MODEL.md, "Compiled DDP"."""
 
 from __future__ import annotations
 

@@ -10,8 +10,7 @@ sorted by lowest parameter index, then **reversed**. Unless ``find_unused_parame
 (first_cap: 1 MiB when ``bucket_cap_mb`` is not given, else cap; always 1 MiB with
 ``semantics="legacy"``), no sort, from iteration 2 (3 with ``static_graph``). A
 ``bucket_cap_mb_list`` is the limit list of both assignments, per dtype, its last limit reused.
-Buckets are listed in the order DDP launches them (reducer order).
-"""
+Buckets are listed in the order DDP launches them (reducer order)."""
 
 from __future__ import annotations
 

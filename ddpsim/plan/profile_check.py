@@ -1,8 +1,7 @@
 """The run's own buckets against ddpsim's plan: a profile records the buckets DDP all-reduced
 (``record_param_comms``: ``In msg nelems`` and ``dtype`` per launch, :mod:`ddpsim.trace.profile`);
 from the second iteration they are ``Reducer::rebuild_buckets``'s (``reducer.cpp``), which
-:func:`plan_ddp` reproduces. Compared bucket by bucket, every difference said, none hidden.
-"""
+:func:`plan_ddp` reproduces. Compared bucket by bucket, every difference said, none hidden."""
 
 from __future__ import annotations
 

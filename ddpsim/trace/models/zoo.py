@@ -225,10 +225,8 @@ def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, k
     shape = m._shape(input_shape, entry.input_shape, "input_shape", rank=len(entry.input_shape))
     if entry.name == "vit_small" and shape[1:] != (64, 64):
         raise InputError(f"input_shape: {list(shape)} is not accepted for {shorten(name)}; expected [3, 64, 64] (its image_size)")
-    dtype = m._torch_dtype(input_dtype or "float32", "input_dtype")
+    m._torch_dtype(input_dtype or "float32", "input_dtype")  # refused before a model is built
     module = (_torchvision_module(entry.name, o["num_classes"]) if entry.source == "torchvision"
               else _torch_module(entry.name, shape[0], o["num_classes"]))
-    info = {"input_shape": list(shape), "zoo_batch_size": entry.batch_size,
-            "input_dtype": str(dtype).removeprefix("torch.")}
-    return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=m._batch(seed, [(shape, dtype, 2)]),
-                        loss_fn=m._ce_loss, info=info)
+    return m._tensor_model(ZOO_PREFIX + entry.name, seed, module, shape, input_dtype, m._ce_loss,
+                           zoo_batch_size=entry.batch_size)

@@ -127,17 +127,6 @@ def _source(path: str) -> str:
     return f"profile {cut(path, 200)}"
 
 
-def _read_errors(path: str, exc: BaseException) -> InputError:
-    what = type(exc).__name__
-    if isinstance(exc, (gzip.BadGzipFile, zlib.error, EOFError)):
-        return InputError(f"{_source(path)}: not a readable gzip stream ({what}: {shorten(str(exc))}); "
-                          "expected a torch.profiler trace (.json or .json.gz), complete")
-    if isinstance(exc, ijson.IncompleteJSONError) and any(w in str(exc).lower() for w in ("incomplete", "premature eof")):
-        return InputError(f"{_source(path)}: the JSON ends early (truncated); expected a complete torch.profiler trace")
-    return InputError(f"{_source(path)}: not JSON ({what}: {shorten(str(exc))}); "
-                      "expected the Chrome/Kineto JSON torch.profiler writes")
-
-
 def int_or_none(value: Any) -> int | None:
     """``value`` if it is an integer (not a bool), else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
@@ -241,7 +230,16 @@ def read_profile(path: str | Path) -> KinetoProfile:
     except InputError:
         raise
     except (ijson.JSONError, gzip.BadGzipFile, zlib.error, EOFError, UnicodeDecodeError, ValueError) as exc:
-        raise _read_errors(str(path), exc) from None
+        src, what = _source(str(path)), f"{type(exc).__name__}: {shorten(str(exc))}"
+        if isinstance(exc, (gzip.BadGzipFile, zlib.error, EOFError)):
+            raise InputError(f"{src}: not a readable gzip stream ({what}); expected a "
+                             "torch.profiler trace (.json or .json.gz), complete") from None
+        low = str(exc).lower()
+        if isinstance(exc, ijson.IncompleteJSONError) and ("incomplete" in low or "premature eof" in low):
+            raise InputError(f"{src}: the JSON ends early (truncated); "
+                             "expected a complete torch.profiler trace") from None
+        raise InputError(f"{src}: not JSON ({what}); "
+                         "expected the Chrome/Kineto JSON torch.profiler writes") from None
     except OSError as exc:
         raise InputError(f"{_source(str(path))}: cannot be read ({type(exc).__name__}: {shorten(str(exc))}); "
                          "expected a readable torch.profiler trace") from None

@@ -23,12 +23,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Literal, Sequence
 
-from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ddpsim.errors import InputError, require, shorten
 from ddpsim.formats import quantile
 from ddpsim.io import read_json, write_text_atomic
-from ddpsim.schema import Bool, Float, Int, Str, format_version, record, to_plain, validate
+from ddpsim.schema import Bool, Float, Int, Str, format_version, record, rule, to_plain, validate
 from ddpsim.trace.compiled_graph import CompiledGraph
 from ddpsim.units import DTYPE_SIZE_BYTES
 
@@ -47,14 +47,9 @@ Seconds = Annotated[Float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
 Bytes = Annotated[Int, Field(ge=0, le=MAX_BYTES)]
 
 
-def _check_dtype(dtype: str) -> str:
-    if dtype not in DTYPE_SIZE_BYTES:
-        raise ValueError(f"expected one of {', '.join(DTYPE_SIZE_BYTES)}")
-    return dtype
-
-
 #: a dtype name of :data:`ddpsim.units.DTYPE_SIZE_BYTES`
-Dtype = Annotated[Str, AfterValidator(_check_dtype)]
+Dtype = Annotated[Str, rule(f"one of {', '.join(DTYPE_SIZE_BYTES)}",
+                            lambda v: isinstance(v, str) and v in DTYPE_SIZE_BYTES)]
 
 
 @record("trace")

@@ -217,11 +217,10 @@ def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, k
     o = m._options(kwargs, name, {"num_classes": 1000 if entry.source == "torchvision" else 10,
                                   **({"seq_len": entry.input_shape[0]} if tokens else {})})
     if tokens:
-        seq_len = o["seq_len"]
-        info = {"input_shape": [seq_len], "zoo_batch_size": entry.batch_size, "seq_len": seq_len,
-                "input_dtype": "int64"}
-        module = _zoo_module(entry, seq_len, o["num_classes"])
-        return m._token_model(ZOO_PREFIX + entry.name, seed, module, seq_len, ZOO_VOCAB_SIZE, m._ce_loss, info)
+        n = o["seq_len"]
+        module = _zoo_module(entry, n, o["num_classes"])
+        return m._tensor_model(ZOO_PREFIX + entry.name, seed, module, (n,), "int64", m._ce_loss,
+                               ZOO_VOCAB_SIZE, seq_len=n, zoo_batch_size=entry.batch_size)
     shape = m._shape(input_shape, entry.input_shape, "input_shape", rank=len(entry.input_shape))
     if entry.name == "vit_small" and shape[1:] != (64, 64):
         raise InputError(f"input_shape: {list(shape)} is not accepted for {shorten(name)}; expected [3, 64, 64] (its image_size)")

@@ -1,17 +1,14 @@
-"""The trace: what one real training step of a model looks like on one device.
-
-Written by :mod:`ddpsim.trace.capture` (``ddpsim trace``) as a versioned JSON file, every key
-declared once, on the records below (:func:`ddpsim.schema.record`: the file's format and the
-type the code uses), and read by the planner, the engine and the executor.
-``params`` are exactly the parameters DDP's reducer gets, in its order
-(``_build_params_for_reducer``: ``named_modules()``, ``named_parameters(recurse=False)``,
-``requires_grad``, shared parameters once), ``index`` the position in that list.
-``grad_ready_s[i]`` is when parameter ``i``'s post-accumulate-grad hook fired, in seconds after
-the backward call's start (null: no gradient that iteration); ``grad_ready_order`` the order the
-hooks fired in, the order DDP rebuilds its buckets by; ``backward_s`` the backward call to its
-return. ``compiled_graph`` (optional) holds the Dynamo graphs DDPOptimizer walks
-(:mod:`ddpsim.trace.compiled_graph`); ``synthetic`` is null for a measured trace, else how the
-times were derived.
+"""The trace: what one real training step of a model looks like on one device, written by
+:mod:`ddpsim.trace.capture` (``ddpsim trace``) as a versioned JSON file whose every key is declared
+once, on the records below (:func:`ddpsim.schema.record`: the file's format and the type the code
+uses), and read by the planner, the engine and the executor. ``params`` are exactly the parameters
+DDP's reducer gets, in its order (``_build_params_for_reducer``, as
+:func:`ddpsim.trace.models.ddp_params` lists them). ``grad_ready_s[i]`` is when parameter ``i``'s
+post-accumulate-grad hook fired, in seconds after the backward call's start (null: no gradient
+that iteration); ``grad_ready_order`` the order the hooks fired in, the order DDP rebuilds its
+buckets by; ``backward_s`` the backward call to its return. ``compiled_graph`` (optional) holds
+the Dynamo graphs DDPOptimizer walks (:mod:`ddpsim.trace.compiled_graph`); ``synthetic`` is null
+for a measured trace, else how the times were derived.
 """
 
 from __future__ import annotations

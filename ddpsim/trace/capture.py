@@ -195,7 +195,7 @@ class StepRunner:
         self.dev = dev
         self.cuda = dev.type == "cuda"
         tdtype = None if dtype is None else getattr(torch, dtype)
-        module = spec.module.to(device=dev) if tdtype is None else spec.module.to(device=dev, dtype=tdtype)
+        module = spec.module.to(device=dev, dtype=tdtype)
         module.train()
         self.loss_fn = spec.loss_fn or default_loss
         self.phase = "making its batch"
@@ -320,8 +320,7 @@ def _measure_hook_overhead(runner: StepRunner,
     (module docstring): the hook overhead fraction and its ``environment`` entries."""
     with_s: list[float] = []
     without_s: list[float] = []
-    # NOTE: enough pairs that the pairs cover about 1 s of backward (tiny models get up to
-    # 100 pairs), at least 4; the median of the pairs' ratios is used (hook_overhead_estimate).
+    # NOTE: enough pairs to cover about 1 s of backward, from 4 to 100, an even number
     median_backward_s = statistics.median(s.backward_s for s in samples)
     num_pairs = max(4, min(100, math.ceil(0.5 / max(median_backward_s, 1e-6))))
     num_pairs += num_pairs % 2

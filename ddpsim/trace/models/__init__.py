@@ -310,18 +310,16 @@ def _build_factory(path: str, seed: int, input_shape, input_dtype, kwargs: dict)
         leaves = list(example) if isinstance(example, (tuple, list)) else [example]
         if not leaves or not all(isinstance(t, torch.Tensor) and t.dim() >= 1 for t in leaves):
             raise InputError(f"model: factory {shorten(path)} returned an example input that is not a tensor or tuple of tensors with a batch dimension")
-        make_batch = _batch(seed, [(t.shape[1:], t.dtype, _high(t)) for t in leaves],
+        # integer inputs drawn in [0, max(example) + 1), so that embedding indices stay valid
+        high = [2 if t.dtype.is_floating_point or not t.numel() else int(t.max()) + 1
+                for t in leaves]
+        make_batch = _batch(seed, [(t.shape[1:], t.dtype, h) for t, h in zip(leaves, high)],
                             isinstance(example, (tuple, list)))
         return BuiltModel(name=path, module=module, make_batch=make_batch, loss_fn=loss_fn,
                          info={"input_shape": [list(t.shape[1:]) for t in leaves] if len(leaves) > 1 else list(leaves[0].shape[1:]),
                                "input_dtype": str(leaves[0].dtype).removeprefix("torch."), "factory_kwargs": _jsonable(kwargs),
                                "example_batch_size": int(leaves[0].shape[0])})
     raise InputError(f"model: factory {shorten(path)} returned {type(made).__name__}; expected an nn.Module or (nn.Module, example_input)")
-
-
-def _high(example: torch.Tensor) -> int:
-    """Integer inputs are drawn in ``[0, max(example) + 1)`` so that embedding indices stay valid."""
-    return int(example.max().item()) + 1 if (not example.dtype.is_floating_point and example.numel()) else 2
 
 
 def _jsonable(d: dict) -> dict:

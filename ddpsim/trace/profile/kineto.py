@@ -99,18 +99,14 @@ _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|(?<![\w.+-])-?\d{19,}(?![\d.eE])')
 INT64 = 2 ** 63
 
 
-def _widen(m: re.Match[bytes]) -> bytes:
-    tok = m.group(0)
-    if tok[:1] == b'"' or -INT64 <= int(tok) < INT64:
-        return tok
-    return tok + b".0"
-
-
 def widen_integers(data: bytes) -> bytes:
     """JSON text ``data`` with each integer literal outside the signed 64-bit range made a float
     literal (``18446744073709551615`` -> ``18446744073709551615.0``), for yajl; strings and every
     other number unchanged."""
-    return _TOKEN.sub(_widen, data)
+    def widen(m: re.Match[bytes]) -> bytes:
+        tok = m.group(0)
+        return tok if tok[:1] == b'"' or -INT64 <= int(tok) < INT64 else tok + b".0"
+    return _TOKEN.sub(widen, data)
 
 
 def _open(path: Path, wide: bool = False) -> IO[bytes]:

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ddpsim.errors import InputError, require
-from ddpsim.schema import validate
 from ddpsim.trace.intervals import merge_intervals
 from ddpsim.trace.profile import nccl_kernels, steps as st
 from ddpsim.trace.profile.critical import DeviceDone, critical_fields
@@ -326,7 +325,6 @@ def _trace(prof: KinetoProfile, iterations: Sequence[ProfileIteration], mapped: 
                              for it in iterations],
         "param_mapping": {"method": mapped.mapping.method, "confidence": mapped.mapping.confidence, "detail": mapped.mapping.detail},
     }
-    trace = Trace(model=model or f"profile:{Path(prof.path).name}", params=params, buffers=mapped.buffers,
-                  grad_ready_order=tuple(order), iterations=tuple(samples), environment=environment,
-                  hook_overhead_frac=None, synthetic=None, command=command)
-    return validate(Trace, trace.to_dict(), f"profile {prof.path}: trace")
+    return Trace(model=model or f"profile:{Path(prof.path).name}", params=params, buffers=mapped.buffers,
+                 grad_ready_order=tuple(order), iterations=tuple(samples), environment=environment,
+                 hook_overhead_frac=None, synthetic=None, command=command)

@@ -128,11 +128,10 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     samples = [replace(s, grad_ready_s=tuple(t if i in ready else None for i, t in enumerate(s.grad_ready_s)))
                for s in samples]
     # the environment: the device, software, capture settings and host load
-    cuda = runner.cuda
     own = {str(p.dtype).removeprefix("torch.") for p in runner.params}  # the model's, if not cast
     env: dict[str, Any] = {
         "device": device,
-        "device_name": torch.cuda.get_device_name(runner.dev) if cuda else _cpu_name(),
+        "device_name": torch.cuda.get_device_name(runner.dev) if runner.cuda else _cpu_name(),
         "torch_version": torch.__version__,
         "batch_size": batch_size,
         "dtype": dtype or (own.pop() if len(own) == 1 else "mixed"),
@@ -145,7 +144,7 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
         "seed": seed,
         "grad_ready_order_consistent": consistent,
     }
-    if cuda:
+    if runner.cuda:
         env["cuda_version"] = torch.version.cuda
         try:
             env["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
@@ -154,7 +153,7 @@ def capture_trace(spec: Any, *, device: str = "cpu", batch_size: int, num_iters:
     for k, v in (spec.info or {}).items():
         env.setdefault(k, v)
     env.update(overhead[1] if overhead is not None else {})
-    if not cuda:
+    if not runner.cuda:
         # this process's CPU time (every thread) per measured iteration's forward, backward and
         # optimizer: beside the wall-clock phases, how much of them the process had a CPU for
         env["cpu_phase_s"] = [[round(x, 6) for x in c[:3]] for c in runner.cpu_steps[num_warmup:]]
@@ -195,7 +194,7 @@ class StepRunner:
         self.dev = dev
         self.cuda = dev.type == "cuda"
         tdtype = None if dtype is None else getattr(torch, dtype)
-        module = spec.module.to(device=dev) if tdtype is None else spec.module.to(device=dev, dtype=tdtype)
+        module = spec.module.to(device=dev, dtype=tdtype)
         module.train()
         self.loss_fn = spec.loss_fn or default_loss
         self.phase = "making its batch"
@@ -320,8 +319,7 @@ def _measure_hook_overhead(runner: StepRunner,
     (module docstring): the hook overhead fraction and its ``environment`` entries."""
     with_s: list[float] = []
     without_s: list[float] = []
-    # NOTE: enough pairs that the pairs cover about 1 s of backward (tiny models get up to
-    # 100 pairs), at least 4; the median of the pairs' ratios is used (hook_overhead_estimate).
+    # NOTE: enough pairs to cover about 1 s of backward, from 4 to 100, an even number
     median_backward_s = statistics.median(s.backward_s for s in samples)
     num_pairs = max(4, min(100, math.ceil(0.5 / max(median_backward_s, 1e-6))))
     num_pairs += num_pairs % 2

@@ -23,9 +23,7 @@ from pydantic import Field
 from ddpsim.errors import InputError, shorten
 from ddpsim.schema import Int, Str, record
 
-#: no node of a graph uses this node's result
-NO_USER = None
-#: the graph's output uses this node's result
+#: the graph's output uses this node's result (None: no node uses it)
 OUTPUT_USER = -1
 
 _Index = Annotated[Int, Field(ge=0)]
@@ -119,7 +117,7 @@ def _walk_graph(torch: Any, gm: Any, index_of: dict[int, int]) -> GraphWalk:
     inputs = [_grad_inputs(torch, node, position, index_of) for node in nodes]
     for i, node in enumerate(nodes):
         idx = [OUTPUT_USER if u.op == "output" else position[u] for u in node.users if u.op == "output" or u in position]
-        users.append(min(idx) if idx else NO_USER)
+        users.append(min(idx) if idx else None)
         if node.op == "call_function":
             add_args(i, node)
         elif node.op == "call_module":

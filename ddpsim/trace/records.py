@@ -1,17 +1,14 @@
-"""The trace: what one real training step of a model looks like on one device.
-
-Written by :mod:`ddpsim.trace.capture` (``ddpsim trace``) as a versioned JSON file, every key
-declared once, on the records below (:func:`ddpsim.schema.record`: the file's format and the
-type the code uses), and read by the planner, the engine and the executor.
-``params`` are exactly the parameters DDP's reducer gets, in its order
-(``_build_params_for_reducer``: ``named_modules()``, ``named_parameters(recurse=False)``,
-``requires_grad``, shared parameters once), ``index`` the position in that list.
-``grad_ready_s[i]`` is when parameter ``i``'s post-accumulate-grad hook fired, in seconds after
-the backward call's start (null: no gradient that iteration); ``grad_ready_order`` the order the
-hooks fired in, the order DDP rebuilds its buckets by; ``backward_s`` the backward call to its
-return. ``compiled_graph`` (optional) holds the Dynamo graphs DDPOptimizer walks
-(:mod:`ddpsim.trace.compiled_graph`); ``synthetic`` is null for a measured trace, else how the
-times were derived.
+"""The trace: what one real training step of a model looks like on one device, written by
+:mod:`ddpsim.trace.capture` (``ddpsim trace``) as a versioned JSON file whose every key is declared
+once, on the records below (:func:`ddpsim.schema.record`: the file's format and the type the code
+uses), and read by the planner, the engine and the executor. ``params`` are exactly the parameters
+DDP's reducer gets, in its order (``_build_params_for_reducer``, as
+:func:`ddpsim.trace.models.ddp_params` lists them). ``grad_ready_s[i]`` is when parameter ``i``'s
+post-accumulate-grad hook fired, in seconds after the backward call's start (null: no gradient
+that iteration); ``grad_ready_order`` the order the hooks fired in, the order DDP rebuilds its
+buckets by; ``backward_s`` the backward call to its return. ``compiled_graph`` (optional) holds
+the Dynamo graphs DDPOptimizer walks (:mod:`ddpsim.trace.compiled_graph`); ``synthetic`` is null
+for a measured trace, else how the times were derived.
 """
 
 from __future__ import annotations
@@ -23,12 +20,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Literal, Sequence
 
-from pydantic import AfterValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from ddpsim.errors import InputError, require, shorten
 from ddpsim.formats import quantile
 from ddpsim.io import read_json, write_text_atomic
-from ddpsim.schema import Bool, Float, Int, Str, format_version, record, to_plain, validate
+from ddpsim.schema import Bool, Float, Int, Str, format_version, record, rule, to_plain, validate
 from ddpsim.trace.compiled_graph import CompiledGraph
 from ddpsim.units import DTYPE_SIZE_BYTES
 
@@ -47,14 +44,9 @@ Seconds = Annotated[Float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
 Bytes = Annotated[Int, Field(ge=0, le=MAX_BYTES)]
 
 
-def _check_dtype(dtype: str) -> str:
-    if dtype not in DTYPE_SIZE_BYTES:
-        raise ValueError(f"expected one of {', '.join(DTYPE_SIZE_BYTES)}")
-    return dtype
-
-
 #: a dtype name of :data:`ddpsim.units.DTYPE_SIZE_BYTES`
-Dtype = Annotated[Str, AfterValidator(_check_dtype)]
+Dtype = Annotated[Str, rule(f"one of {', '.join(DTYPE_SIZE_BYTES)}",
+                            lambda v: isinstance(v, str) and v in DTYPE_SIZE_BYTES)]
 
 
 @record("trace")

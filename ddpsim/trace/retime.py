@@ -203,14 +203,13 @@ def _tensors(tree: Any) -> list[Any]:
 def _unit(gpu: Gpu, peaks: dict[str, float], name: str, dtype: Any) -> tuple[str, float]:
     """Where an op's FLOPs run, and that unit's peak: ``"tensor"`` for bf16/fp16, ``"tf32"`` for a
     float32 convolution where the GPU has TF32 (cuDNN's ``allow_tf32``), ``"cuda_cores"`` otherwise
-    (float32 matmuls: PyTorch's ``allow_tf32=False`` for matmul). ``peaks``: :func:`gpu_peaks`, with
-    ``bf16_flops_per_s`` where the GPU has bf16 tensor cores."""
+    (float32 matmuls: PyTorch's ``allow_tf32=False`` for matmul). ``peaks``: :func:`gpu_peaks`."""
     import torch
 
-    if dtype in (torch.bfloat16, torch.float16):
-        if dtype == torch.float16:
-            return "tensor", peaks["tensor_flops_per_s"]
-        return "tensor", peaks.get("bf16_flops_per_s") or low_precision_flops_per_s(gpu, "bf16")  # refuses
+    if dtype == torch.float16:
+        return "tensor", peaks["tensor_flops_per_s"]
+    if dtype == torch.bfloat16:
+        return "tensor", low_precision_flops_per_s(gpu, "bf16")  # refuses a GPU without bf16
     if name in _CONV_OPS and dtype == torch.float32 and peaks["tf32_flops_per_s"] > peaks["fp32_flops_per_s"]:
         return "tf32", peaks["tf32_flops_per_s"]
     return "cuda_cores", peaks["fp32_flops_per_s"]
@@ -247,8 +246,6 @@ def _make_mode(gpu: Gpu, assumptions: RooflineAssumptions, autocast_dtype: Any, 
     from torch.utils._python_dispatch import TorchDispatchMode
 
     peaks = gpu_peaks(gpu)
-    if gpu.dense_tflops.bf16 is not None:
-        peaks["bf16_flops_per_s"] = low_precision_flops_per_s(gpu, "bf16")
 
     class RooflineMode(TorchDispatchMode):
         """Runs each op (on meta tensors) and charges its roofline time to ``clock_s``: a

@@ -161,19 +161,13 @@ def _options(kwargs: dict, model: str, defaults: dict[str, int]) -> dict[str, in
 
 def _tensor_model(name: str, seed: int, module: torch.nn.Module, shape: tuple[int, ...],
                   input_dtype: str | None, loss_fn: Callable[[Any], torch.Tensor] | None,
-                  **info: Any) -> BuiltModel:
-    """A model fed random tensors of one sample's ``shape`` (``input_dtype``, float32 by default)."""
+                  high: int = 2, **info: Any) -> BuiltModel:
+    """A model fed random tensors of one sample's ``shape`` (``input_dtype``, float32 by default;
+    integers in ``[0, high)``: a token model's vocabulary)."""
     dtype = _torch_dtype(input_dtype or "float32", "input_dtype")
-    return BuiltModel(name=name, module=module, make_batch=_batch(seed, [(shape, dtype, 2)]), loss_fn=loss_fn,
-                      info={"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch."),
-                            **info})
-
-
-def _token_model(name: str, seed: int, module: torch.nn.Module, seq_len: int, vocab_size: int,
-                 loss_fn: Callable[[Any], torch.Tensor], info: dict[str, Any]) -> BuiltModel:
-    """A model fed ``seq_len`` random tokens of a ``vocab_size`` vocabulary per sample."""
-    make_batch = _batch(seed, [((seq_len,), torch.int64, vocab_size)])
-    return BuiltModel(name=name, module=module, make_batch=make_batch, loss_fn=loss_fn, info=info)
+    info = {"input_shape": list(shape), "input_dtype": str(dtype).removeprefix("torch."), **info}
+    return BuiltModel(name=name, module=module, make_batch=_batch(seed, [(shape, dtype, high)]),
+                      loss_fn=loss_fn, info=info)
 
 
 def _build_mlp(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
@@ -201,16 +195,16 @@ def _token_options(kwargs: dict, model: str, input_shape: Any, max_len: int, n_l
     o = _options(kwargs, model, {"seq_len": 128, "n_layer": n_layer})
     if o["seq_len"] > max_len:
         raise InputError(f"seq_len: {o['seq_len']} is too long; expected an integer in [1, {max_len}]")
-    return {**o, "input_shape": [o["seq_len"]], "input_dtype": "int64"}
+    return o
 
 
 def _build_bert(seed: int, input_shape, input_dtype, kwargs) -> BuiltModel:
     from ddpsim.trace.models.bert import BertConfig, BertForPreTraining
 
-    info = _token_options(kwargs, "bert-base", input_shape, 512, 12)
-    cfg = BertConfig(n_layer=info["n_layer"])
-    module = BertForPreTraining(cfg)
-    return _token_model("bert-base", seed, module, info["seq_len"], cfg.vocab_size, _pretrain_loss, info)
+    o = _token_options(kwargs, "bert-base", input_shape, 512, 12)
+    cfg = BertConfig(n_layer=o["n_layer"])
+    return _tensor_model("bert-base", seed, BertForPreTraining(cfg), (o["seq_len"],), "int64",
+                         _pretrain_loss, cfg.vocab_size, **o)
 
 
 _GPT2 = {"gpt2-124m": (12, 768, 12), "gpt2-350m": (24, 1024, 16), "gpt2-1.5b": (48, 1600, 25)}
@@ -221,9 +215,10 @@ def _gpt2_builder(name: str):
         from ddpsim.trace.models.gpt2 import GPT2, GPT2Config
 
         n_layer, n_embd, n_head = _GPT2[name]
-        info = _token_options(kwargs, name, input_shape, 1024, n_layer)
-        cfg = GPT2Config(n_layer=info["n_layer"], n_embd=n_embd, n_head=n_head)
-        return _token_model(name, seed, GPT2(cfg), info["seq_len"], cfg.vocab_size, _ce_loss, info)
+        o = _token_options(kwargs, name, input_shape, 1024, n_layer)
+        cfg = GPT2Config(n_layer=o["n_layer"], n_embd=n_embd, n_head=n_head)
+        return _tensor_model(name, seed, GPT2(cfg), (o["seq_len"],), "int64", _ce_loss,
+                             cfg.vocab_size, **o)
     return build
 
 
@@ -315,18 +310,16 @@ def _build_factory(path: str, seed: int, input_shape, input_dtype, kwargs: dict)
         leaves = list(example) if isinstance(example, (tuple, list)) else [example]
         if not leaves or not all(isinstance(t, torch.Tensor) and t.dim() >= 1 for t in leaves):
             raise InputError(f"model: factory {shorten(path)} returned an example input that is not a tensor or tuple of tensors with a batch dimension")
-        make_batch = _batch(seed, [(t.shape[1:], t.dtype, _high(t)) for t in leaves],
+        # integer inputs drawn in [0, max(example) + 1), so that embedding indices stay valid
+        high = [2 if t.dtype.is_floating_point or not t.numel() else int(t.max()) + 1
+                for t in leaves]
+        make_batch = _batch(seed, [(t.shape[1:], t.dtype, h) for t, h in zip(leaves, high)],
                             isinstance(example, (tuple, list)))
         return BuiltModel(name=path, module=module, make_batch=make_batch, loss_fn=loss_fn,
                          info={"input_shape": [list(t.shape[1:]) for t in leaves] if len(leaves) > 1 else list(leaves[0].shape[1:]),
                                "input_dtype": str(leaves[0].dtype).removeprefix("torch."), "factory_kwargs": _jsonable(kwargs),
                                "example_batch_size": int(leaves[0].shape[0])})
     raise InputError(f"model: factory {shorten(path)} returned {type(made).__name__}; expected an nn.Module or (nn.Module, example_input)")
-
-
-def _high(example: torch.Tensor) -> int:
-    """Integer inputs are drawn in ``[0, max(example) + 1)`` so that embedding indices stay valid."""
-    return int(example.max().item()) + 1 if (not example.dtype.is_floating_point and example.numel()) else 2
 
 
 def _jsonable(d: dict) -> dict:

@@ -6,6 +6,7 @@ context 1024): 124M = 12 x d768, 350M = 24 x d1024, 1.5B = 48 x d1600. No dropou
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import torch
@@ -37,24 +38,15 @@ class CausalSelfAttention(nn.Module):
         return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
 
 
-class FeedForward(nn.Module):
-    def __init__(self, cfg: GPT2Config) -> None:
-        super().__init__()
-        self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd)
-        self.gelu = nn.GELU(approximate="tanh")
-        self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.c_proj(self.gelu(self.c_fc(x)))
-
-
 class Block(nn.Module):
     def __init__(self, cfg: GPT2Config) -> None:
         super().__init__()
         self.ln_1 = nn.LayerNorm(cfg.n_embd)
         self.attn = CausalSelfAttention(cfg)
         self.ln_2 = nn.LayerNorm(cfg.n_embd)
-        self.mlp = FeedForward(cfg)
+        d = cfg.n_embd
+        self.mlp = nn.Sequential(OrderedDict(c_fc=nn.Linear(d, 4 * d), gelu=nn.GELU(approximate="tanh"),
+                                             c_proj=nn.Linear(4 * d, d)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln_1(x))

@@ -111,14 +111,6 @@ def torchvision_available() -> bool:
     return True
 
 
-def _torchvision_module(name: str, num_classes: int) -> nn.Module:
-    tvm = torchvision_models()
-    if name == "vit_small":
-        return tvm.VisionTransformer(image_size=64, patch_size=8, num_layers=6, num_heads=6, hidden_dim=384,
-                                     mlp_dim=1536, num_classes=num_classes)
-    return getattr(tvm, name)(weights=None, num_classes=num_classes)
-
-
 # ---- torch's nn.Transformer family -------------------------------------------------------------
 
 class TransformerClassifier(nn.Module):
@@ -193,15 +185,23 @@ class BranchyMLP(MLP):
 ZOO_VOCAB_SIZE = 8192
 
 
-def _torch_module(name: str, seq_len: int, num_classes: int) -> nn.Module:
+def _zoo_module(entry: ZooEntry, size: int, num_classes: int) -> nn.Module:
+    """The module of ``entry``; ``size`` the token models' seq_len or the MLP's input features."""
+    name = entry.name
+    if entry.source == "torchvision":
+        tvm = torchvision_models()
+        if name == "vit_small":
+            return tvm.VisionTransformer(image_size=64, patch_size=8, num_layers=6, num_heads=6, hidden_dim=384,
+                                         mlp_dim=1536, num_classes=num_classes)
+        return getattr(tvm, name)(weights=None, num_classes=num_classes)
     if name == "branchy_mlp":
-        return BranchyMLP(in_features=seq_len, width=1024, depth=6, num_classes=num_classes)
+        return BranchyMLP(in_features=size, width=1024, depth=6, num_classes=num_classes)
     if name == "transformer_encoder":
-        return TransformerClassifier(vocab_size=ZOO_VOCAB_SIZE, max_len=seq_len, d_model=256, nhead=8, num_layers=4,
+        return TransformerClassifier(vocab_size=ZOO_VOCAB_SIZE, max_len=size, d_model=256, nhead=8, num_layers=4,
                                      num_classes=num_classes)
     if name == "transformer_seq2seq":
-        return Seq2Seq(vocab_size=ZOO_VOCAB_SIZE, max_len=seq_len, d_model=256, nhead=8, num_layers=3)
-    return TiedTransformerLM(vocab_size=ZOO_VOCAB_SIZE, max_len=seq_len, d_model=256, nhead=8, num_layers=4)
+        return Seq2Seq(vocab_size=ZOO_VOCAB_SIZE, max_len=size, d_model=256, nhead=8, num_layers=3)
+    return TiedTransformerLM(vocab_size=ZOO_VOCAB_SIZE, max_len=size, d_model=256, nhead=8, num_layers=4)
 
 
 # ---- the builder build_model calls --------------------------------------------------------------
@@ -217,18 +217,14 @@ def build_zoo(name: str, seed: int, input_shape: Any, input_dtype: str | None, k
     o = m._options(kwargs, name, {"num_classes": 1000 if entry.source == "torchvision" else 10,
                                   **({"seq_len": entry.input_shape[0]} if tokens else {})})
     if tokens:
-        seq_len = o["seq_len"]
-        info = {"input_shape": [seq_len], "zoo_batch_size": entry.batch_size, "seq_len": seq_len,
-                "input_dtype": "int64"}
-        module = _torch_module(entry.name, seq_len, o["num_classes"])
-        return m._token_model(ZOO_PREFIX + entry.name, seed, module, seq_len, ZOO_VOCAB_SIZE, m._ce_loss, info)
+        n = o["seq_len"]
+        module = _zoo_module(entry, n, o["num_classes"])
+        return m._tensor_model(ZOO_PREFIX + entry.name, seed, module, (n,), "int64", m._ce_loss,
+                               ZOO_VOCAB_SIZE, seq_len=n, zoo_batch_size=entry.batch_size)
     shape = m._shape(input_shape, entry.input_shape, "input_shape", rank=len(entry.input_shape))
     if entry.name == "vit_small" and shape[1:] != (64, 64):
         raise InputError(f"input_shape: {list(shape)} is not accepted for {shorten(name)}; expected [3, 64, 64] (its image_size)")
-    dtype = m._torch_dtype(input_dtype or "float32", "input_dtype")
-    module = (_torchvision_module(entry.name, o["num_classes"]) if entry.source == "torchvision"
-              else _torch_module(entry.name, shape[0], o["num_classes"]))
-    info = {"input_shape": list(shape), "zoo_batch_size": entry.batch_size,
-            "input_dtype": str(dtype).removeprefix("torch.")}
-    return m.BuiltModel(name=ZOO_PREFIX + entry.name, module=module, make_batch=m._batch(seed, [(shape, dtype, 2)]),
-                        loss_fn=m._ce_loss, info=info)
+    m._torch_dtype(input_dtype or "float32", "input_dtype")  # refused before a model is built
+    module = _zoo_module(entry, shape[0], o["num_classes"])
+    return m._tensor_model(ZOO_PREFIX + entry.name, seed, module, shape, input_dtype, m._ce_loss,
+                           zoo_batch_size=entry.batch_size)

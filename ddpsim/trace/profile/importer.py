@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ddpsim.errors import InputError, require
-from ddpsim.schema import validate
 from ddpsim.trace.intervals import merge_intervals
 from ddpsim.trace.profile import nccl_kernels, steps as st
 from ddpsim.trace.profile.critical import DeviceDone, critical_fields
@@ -47,7 +46,7 @@ def import_profile(path: str | Path | KinetoProfile, model: str | None = None, *
                      shapes=tuple(built.grad_shapes[-1]), work=tuple(built.grad_work[-1]),
                      input_shape=dims[1:] if dims is not None else None)
     mapping_out = map_params(grads, model=model, seed=seed, source=f"profile {prof.path}")
-    device = min(built.devices) if built.devices else 0
+    device = min((g.device for g in prof.gpu if g.device is not None), default=0)
     props = next((d for d in prof.device_properties if d.get("id") == device),
                  prof.device_properties[0] if prof.device_properties else {})
     info = prof.distributed_info
@@ -76,7 +75,6 @@ class _Steps:
         #: per iteration, per AccumulateGrad (ready order): (Input Dims of the op, hook-kernel work estimate)
         self.grad_shapes: list[list[tuple[int, ...] | None]] = []
         self.grad_work: list[list[float]] = []
-        self.devices = {g.device for g in prof.gpu if g.device is not None}
         cut = [timeline.step(number, window) for number, window in windows]
         partial = [ops for ops in cut if not any(o.name == st.ACCUMULATE_GRAD for o in ops.cpu)]
         if len(partial) < len(cut):  # a step cut short by the profile's end (or before its backward) is left out
@@ -327,7 +325,6 @@ def _trace(prof: KinetoProfile, iterations: Sequence[ProfileIteration], mapped: 
                              for it in iterations],
         "param_mapping": {"method": mapped.mapping.method, "confidence": mapped.mapping.confidence, "detail": mapped.mapping.detail},
     }
-    trace = Trace(model=model or f"profile:{Path(prof.path).name}", params=params, buffers=mapped.buffers,
-                  grad_ready_order=tuple(order), iterations=tuple(samples), environment=environment,
-                  hook_overhead_frac=None, synthetic=None, command=command)
-    return validate(Trace, trace.to_dict(), f"profile {prof.path}: trace")
+    return Trace(model=model or f"profile:{Path(prof.path).name}", params=params, buffers=mapped.buffers,
+                 grad_ready_order=tuple(order), iterations=tuple(samples), environment=environment,
+                 hook_overhead_frac=None, synthetic=None, command=command)

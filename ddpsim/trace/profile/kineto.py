@@ -99,18 +99,14 @@ _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|(?<![\w.+-])-?\d{19,}(?![\d.eE])')
 INT64 = 2 ** 63
 
 
-def _widen(m: re.Match[bytes]) -> bytes:
-    tok = m.group(0)
-    if tok[:1] == b'"' or -INT64 <= int(tok) < INT64:
-        return tok
-    return tok + b".0"
-
-
 def widen_integers(data: bytes) -> bytes:
     """JSON text ``data`` with each integer literal outside the signed 64-bit range made a float
     literal (``18446744073709551615`` -> ``18446744073709551615.0``), for yajl; strings and every
     other number unchanged."""
-    return _TOKEN.sub(_widen, data)
+    def widen(m: re.Match[bytes]) -> bytes:
+        tok = m.group(0)
+        return tok if tok[:1] == b'"' or -INT64 <= int(tok) < INT64 else tok + b".0"
+    return _TOKEN.sub(widen, data)
 
 
 def _open(path: Path, wide: bool = False) -> IO[bytes]:
@@ -125,17 +121,6 @@ def _open(path: Path, wide: bool = False) -> IO[bytes]:
 
 def _source(path: str) -> str:
     return f"profile {cut(path, 200)}"
-
-
-def _read_errors(path: str, exc: BaseException) -> InputError:
-    what = type(exc).__name__
-    if isinstance(exc, (gzip.BadGzipFile, zlib.error, EOFError)):
-        return InputError(f"{_source(path)}: not a readable gzip stream ({what}: {shorten(str(exc))}); "
-                          "expected a torch.profiler trace (.json or .json.gz), complete")
-    if isinstance(exc, ijson.IncompleteJSONError) and any(w in str(exc).lower() for w in ("incomplete", "premature eof")):
-        return InputError(f"{_source(path)}: the JSON ends early (truncated); expected a complete torch.profiler trace")
-    return InputError(f"{_source(path)}: not JSON ({what}: {shorten(str(exc))}); "
-                      "expected the Chrome/Kineto JSON torch.profiler writes")
 
 
 def int_or_none(value: Any) -> int | None:
@@ -241,7 +226,16 @@ def read_profile(path: str | Path) -> KinetoProfile:
     except InputError:
         raise
     except (ijson.JSONError, gzip.BadGzipFile, zlib.error, EOFError, UnicodeDecodeError, ValueError) as exc:
-        raise _read_errors(str(path), exc) from None
+        src, what = _source(str(path)), f"{type(exc).__name__}: {shorten(str(exc))}"
+        if isinstance(exc, (gzip.BadGzipFile, zlib.error, EOFError)):
+            raise InputError(f"{src}: not a readable gzip stream ({what}); expected a "
+                             "torch.profiler trace (.json or .json.gz), complete") from None
+        low = str(exc).lower()
+        if isinstance(exc, ijson.IncompleteJSONError) and ("incomplete" in low or "premature eof" in low):
+            raise InputError(f"{src}: the JSON ends early (truncated); "
+                             "expected a complete torch.profiler trace") from None
+        raise InputError(f"{src}: not JSON ({what}); "
+                         "expected the Chrome/Kineto JSON torch.profiler writes") from None
     except OSError as exc:
         raise InputError(f"{_source(str(path))}: cannot be read ({type(exc).__name__}: {shorten(str(exc))}); "
                          "expected a readable torch.profiler trace") from None

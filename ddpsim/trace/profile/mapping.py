@@ -148,31 +148,28 @@ def align_order(order: Sequence[int], shapes: Sequence[tuple[int, ...]],
 
 # ---- without a factory ---------------------------------------------------------------------
 
-def _dtype_of_grads(grads: GradInfo) -> list[str]:
-    """Each gradient's dtype: its bucket's (float32 where no bucket was recorded)."""
+def _unnamed(grads: GradInfo, numels: Sequence[int], shapes: Sequence[tuple[int, ...]],
+             mapping: ParamMapping) -> MappedParams:
+    """Parameters ``param<index>``, indexed in the reverse of the ready order, each of its
+    bucket's dtype (float32 where no bucket was recorded)."""
     by_pos = {pos: b.dtype for b, span in _bucket_slices(grads) for pos in span}
-    return [by_pos.get(pos, "float32") for pos in range(grads.num_grads)]
-
-
-def _records(numels: Sequence[int], shapes: Sequence[tuple[int, ...]], dtypes: Sequence[str]) -> tuple[tuple[ParamRecord, ...], tuple[int, ...]]:
-    """Parameters indexed in the reverse of the ready order; the index of each gradient."""
+    dtypes = [by_pos.get(pos, "float32") for pos in range(grads.num_grads)]
     order = tuple(range(len(numels) - 1, -1, -1))
     recs = [ParamRecord(index=idx, name=f"param{idx}", shape=tuple(shapes[pos]), dtype=dtypes[pos],
                         size_bytes=numels[pos] * DTYPE_SIZE_BYTES[dtypes[pos]])
             for pos, idx in enumerate(order)]
-    return tuple(reversed(recs)), order
+    return MappedParams(params=tuple(reversed(recs)), buffers=(), ready_order=order, mapping=mapping)
 
 
 def _by_shapes(grads: GradInfo) -> MappedParams:
     shapes = [tuple(s) for s in grads.shapes]  # type: ignore[arg-type]
     numels = [math.prod(s) for s in shapes]
-    params, order = _records(numels, shapes, _dtype_of_grads(grads))
     bad = [b.index for b, span in _bucket_slices(grads) if sum(numels[p] for p in span if p < len(numels)) != b.numel]
     checked = ("no bucket sizes recorded: totals not checked" if not grads.buckets
                else "bucket totals match" if not bad else f"buckets {bad} do not add up to the recorded sizes")
     detail = f"{len(shapes)} gradients sized by record_shapes; names unknown (param<index>, index = reverse ready order); {checked}"
-    return MappedParams(params=params, buffers=(), ready_order=order,
-                        mapping=ParamMapping(method="shapes", confidence="shapes" if not bad else "order-only", detail=detail))
+    return _unnamed(grads, numels, shapes, ParamMapping(method="shapes", confidence="order-only" if bad else "shapes",
+                                                        detail=detail))
 
 
 def _split(total: int, weights: Sequence[float]) -> list[int]:
@@ -205,8 +202,7 @@ def _by_bucket_sizes(grads: GradInfo, source: str) -> MappedParams:
     numels: list[int] = []
     for b, span in _bucket_slices(grads):
         numels += _split(b.numel, [grads.work[p] for p in span])
-    params, order = _records(numels, [(x,) for x in numels], _dtype_of_grads(grads))
     detail = (f"{len(numels)} gradients in {len(grads.buckets)} recorded buckets; bucket totals exact, each gradient's size "
               "from its bucket-copy kernel's launch grid (approximate); names unknown (param<index>)")
-    return MappedParams(params=params, buffers=(), ready_order=order,
-                        mapping=ParamMapping(method="bucket-sizes", confidence="bucket-totals", detail=detail))
+    return _unnamed(grads, numels, [(x,) for x in numels],
+                    ParamMapping(method="bucket-sizes", confidence="bucket-totals", detail=detail))

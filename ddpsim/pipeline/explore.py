@@ -41,6 +41,8 @@ from ddpsim.units import MAX_BATCH_SIZE
 from ddpsim.value_types import Int
 
 log = logging.getLogger(__name__)
+#: an ``explore.axes.batch_size`` value (one type: the schema keeps an adapter per type)
+BATCH_SIZE = Int(1, MAX_BATCH_SIZE)
 
 # ---- the design space ----------------------------------------------------------------------
 
@@ -114,7 +116,7 @@ def space_from_dict(data: Any, *, source: str = "scenario", path: Path | None = 
     for name, key, vals in space.axes:
         for i, value in enumerate(vals):
             if key == "batch_size":
-                validate(Int(1, MAX_BATCH_SIZE), value, f"{source}: explore.axes.batch_size[{i}]")
+                validate(BATCH_SIZE, value, f"{source}: explore.axes.batch_size[{i}]")
                 continue
             try:
                 validate(ScenarioFile, point_mapping(space, ((name, value),)), "point")

@@ -39,13 +39,12 @@ def build_point_inputs(scenario: Any, point: Point, trace: Any = None, *, calibr
     """The (trace, plan, comm model, SimConfig) of one point of ``scenario``; ``trace``,
     ``calibration``, ``graph``: already loaded ones (default: the scenario's)."""
     calibration = scenario.calibration if calibration is None else calibration
-    if trace is None or graph is not None:
-        trace = scenario.load_trace() if trace is None else trace
-        return _build(scenario, point, trace, calibration, graph)
-    # a point's re-simulations (its uncertainty samples, its runs with cost terms off) build it again
-    cluster = _cluster_key(scenario, point.nodes) if scenario.cluster.topology is not None else None
-    return _KEPT.get(("inputs", id(scenario), id(trace), id(calibration), cluster, point), (scenario, trace, calibration),
-                     lambda: _build(scenario, point, trace, calibration, None))
+    if trace is not None and graph is None:
+        # a point's re-simulations (its uncertainty samples, its runs with cost terms off) build it again
+        cluster = _cluster_key(scenario, point.nodes) if scenario.cluster.topology is not None else None
+        return _KEPT.get(("inputs", id(scenario), id(trace), id(calibration), cluster, point),
+                         (scenario, trace, calibration), lambda: _build(scenario, point, trace, calibration, None))
+    return _build(scenario, point, scenario.load_trace() if trace is None else trace, calibration, graph)
 
 
 def run_engine(sim: Callable | None, inputs: Any, comm: Any = None, config: Any = None, **engine_kw: Any) -> Any:

@@ -29,14 +29,14 @@ class KeptFiles:
     versions (module docstring); nothing kept without ``points_key``."""
 
     def __init__(self, rdir: Path, points_key: str | None, name: str) -> None:
-        self.rdir, self.key = Path(rdir), None
+        self.rdir, self.key, self.old = Path(rdir), None, {}
+        self.path = self.rdir / "points" / KEPT_FILE
         if points_key is not None:
             versions = {lib: metadata.version(lib) for lib in _LIBRARIES}  # Pillow: matplotlib's dependency
             self.key = digest({"format": KEPT_FORMAT, "version": KEPT_VERSION, "points": points_key, "name": name,
                                "libraries": versions})[:20]
-        self.path = self.rdir / "points" / KEPT_FILE
-        d = read_kept(self.path, KEPT_FORMAT, KEPT_VERSION, key=self.key) if self.key is not None else None
-        self.old = d["entries"] if d is not None and isinstance(d.get("entries"), dict) else {}
+            d = read_kept(self.path, KEPT_FORMAT, KEPT_VERSION, key=self.key)
+            self.old = d["entries"] if d is not None and isinstance(d.get("entries"), dict) else {}
         self.new: dict[str, Any] = {}
 
     def get(self, name: str, what: Any) -> dict[str, Any] | None:

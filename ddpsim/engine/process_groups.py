@@ -25,6 +25,7 @@ class GroupStreams:
     def __init__(self, eng: Any, n: int) -> None:
         self.eng = eng
         self.n = n
+        eng.combine_weights = sum  # compute pays every group's share at once
         self._demand: dict[int, float] = {}  # rate() asks it for every collective in flight, at every change
         self._latency_s = eng.duration_s(1, False)
         self.capacity = self.demand(CAPACITY_PROBE_BYTES)

@@ -148,8 +148,8 @@ class Engine:
             raise InputError(f"{where}comm_lanes: {self.lanes!r} is not accepted; expected an integer >= 1")
         #: collectives in progress (the multi-lane stream, or every round-robin group's)
         self.running: list[Coll] = []
-        #: compute's slowdown weight from their shares: the largest, or round-robin groups' sum
-        self.combine_weights: Callable = sum if config.process_groups > 1 else max
+        #: compute's slowdown weight from their shares: the largest (round-robin groups: their sum)
+        self.combine_weights: Callable = max
         #: ranks blocked in a wait (fast path; the slow path's ``busy`` counts the others)
         self.waiting = 0
         self.interfere = config.interference != Interference()

@@ -46,13 +46,16 @@ def adhoc_scenario(*, trace: Trace | str | Path, topology: str = "cpu-gloo", wor
                    comm_hook: str = "none", name: str = "adhoc", **extra: Any) -> Scenario:
     """A :class:`Scenario` from keyword arguments, checked as a scenario file (every key's bound and
     every check between sections); ``trace``: a trace JSON path, or a :class:`Trace` in memory (the
-    scenario then names no file: give the trace to what runs it)."""
+    scenario then names no file: give the trace to what runs it). A section in ``extra`` adds its keys
+    to the section the keywords make (its own win), as ``--set`` does."""
     d: dict[str, Any] = {"name": name, "trace": "<in-memory>" if isinstance(trace, Trace) else str(trace),
                          "cluster": {"topology": topology, "nodes": nodes},
-                         "world_size": world_size, "ddp": {"comm_hook": comm_hook, **extra.pop("ddp", {})},
+                         "world_size": world_size, "ddp": {"comm_hook": comm_hook},
                          "simulation": {"iterations": iterations, "seed": seed},
                          "sweep": {"bucket_cap_mb": list(bucket_cap_mb)}, "timelines": []}
-    d.update(extra)
+    for key, value in extra.items():
+        both = isinstance(d.get(key), dict) and isinstance(value, dict)
+        d[key] = {**d[key], **value} if both else value
     if isinstance(trace, Trace):
         return Scenario(validate(ScenarioFile, d, "api"))
     return scenario_from_dict(d, source="api")

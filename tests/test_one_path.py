@@ -88,6 +88,17 @@ def test_api_simulate_and_sweep_take_the_scenarios_other_sections(monkeypatch):
     assert table["iteration_p50_s"].tolist() == [res.summary()["iteration_p50_s"]]
 
 
+def test_a_section_keeps_the_keys_the_keywords_set():
+    """``simulation={...}`` adds to the section ``iterations`` / ``seed`` make, ``cluster={...}`` to
+    ``topology`` / ``nodes``'s, ``ddp={...}`` to ``comm_hook``'s: none is dropped."""
+    sc = api.adhoc_scenario(trace=ROOT / "traces/mlp.cpu.json", iterations=9, seed=3, comm_hook="fp16",
+                            simulation={"jitter": "none"}, cluster={"nodes": 2}, ddp={"bucket_cap_mb": 5})
+    sim, cluster, ddp = sc.doc.simulation, sc.doc.cluster, sc.doc.ddp
+    assert (sim.iterations, sim.seed, sim.jitter) == (9, 3, "none")
+    assert (cluster.topology, cluster.nodes) == ("cpu-gloo", 2)
+    assert (ddp.comm_hook, ddp.bucket_cap_mb) == ("fp16", 5)
+
+
 def test_simulate_applies_the_gpu_cost_terms(capsys, monkeypatch):
     """The terms ``ddpsim run`` applies on an analytical NCCL model reach ``ddpsim simulate``'s config."""
     monkeypatch.chdir(ROOT)

@@ -63,6 +63,12 @@ class Drawing:
     def close(self) -> None:
         self.side.close()
 
+    def serves(self, rdir: Path, records: tuple[Any, ...], kept_key: str | None, plots: bool) -> bool:
+        """Made for this report: its folder, key and plots, and these very records (by identity:
+        comparing records compares their results, whose spans would be simulated to compare)."""
+        out_dir, made_records, key, made_plots = self.made_for
+        return out_dir == rdir and made_records is records and key == kept_key and made_plots == plots
+
 
 def start_drawing(sc: Scenario, rdir: Path, records: tuple[Any, ...], best: Any, kept_key: str | None, jobs: int, *,
                   plots: bool = True) -> Drawing:
@@ -89,7 +95,7 @@ def write_report(run: ScenarioRun, *, plots: bool = True) -> Report:
     processes (:mod:`ddpsim.report.workers`) while this one writes the tables and the summary."""
     sc, rdir, records, rec = run.scenario, run.out_dir, list(run.records), run.recommendation
     drawing = run.report_started  # started by ddpsim.api.run_scenario for this report, else now
-    if not isinstance(drawing, Drawing) or drawing.used or drawing.made_for != (rdir, run.records, run.kept_key, plots):
+    if not isinstance(drawing, Drawing) or drawing.used or not drawing.serves(rdir, run.records, run.kept_key, plots):
         if isinstance(drawing, Drawing):
             drawing.close()
         drawing = start_drawing(sc, rdir, run.records, run.best, run.kept_key, run.jobs, plots=plots)

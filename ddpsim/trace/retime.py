@@ -20,7 +20,6 @@ host-to-device copies and the data loader are not part of a trace.
 from __future__ import annotations
 
 import copy
-import functools
 import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -137,7 +136,10 @@ def issue(gpu_free_s: float, host_s: float, kernel_s: float, issue_s: float) -> 
 def launch_queue_s(ops: Sequence[tuple[float, float]]) -> float:
     """When the last of ``ops`` (kernel seconds, host seconds to issue it) ends, host and GPU
     starting together at 0 (:func:`issue`)."""
-    return functools.reduce(lambda gpu_host, op: issue(*gpu_host, *op), ops, (0.0, 0.0))[0]
+    gpu_s = host_s = 0.0
+    for kernel_s, issue_s in ops:
+        gpu_s, host_s = issue(gpu_s, host_s, kernel_s, issue_s)
+    return gpu_s
 
 
 def op_time_s(*, flops: float, bytes_moved: float, peak_flops_per_s: float, hbm_bytes_per_s: float,

@@ -107,8 +107,8 @@ def run(args: argparse.Namespace) -> int:
                        "backward_ms": it.backward_compute_s * 1e3, "comm_ms": it.comm_s * 1e3,
                        "exposed_comm_ms": it.exposed_comm_s * 1e3, "overlap": it.overlap_ratio,
                        "optimizer_ms": it.optimizer_s * 1e3} for k, it in sorted(slowest.items())]))
-    steady = sorted({it.iteration for it in res.iterations if not it.warmup})
-    k = steady[0] if steady else max((b.iteration for b in res.buckets), default=None)
+    k = min((it.iteration for it in res.iterations if not it.warmup), default=None)
+    k = max((b.iteration for b in res.buckets), default=None) if k is None else k
     out.write(f"\nbuckets of iteration {k}, rank {res.ranks[0]} (ms from simulation start):\n")
     out.write(_table([{"bucket": b.bucket, "params": b.num_params, "size_mib": b.size_bytes / 2**20,
                        "ready_ms": b.ready_s * 1e3, "launch_ms": b.launch_s * 1e3,

@@ -161,6 +161,15 @@ def test_split_graph_calls_independent_subgraphs_in_split_modules_order():
     assert graph_hook_order(walk, ranges) == [1, 2, 0]
 
 
+def test_split_graph_waits_for_an_input_without_a_gradient():
+    # forward: a (p0); b uses a; c uses a, and b's output only as data (a mask: no gradient); d uses
+    # b and c (walk: d, c, b, a). split_module sorts by every input, so c waits for b: a, b, c, d
+    walk = GraphWalk(users=(-1, 0, 0, 1), uses=(),
+                     inputs=((("node", 2), ("node", 1)), (("node", 3), ("data", 2), ("param", 1)),
+                             (("node", 3), ("param", 2)), (("param", 0),)))
+    assert run_order(walk, [(3, 4), (2, 3), (1, 2), (0, 1)]) == [0, 1, 2, 3]
+
+
 def test_without_ddp_optimizer_every_gradient_is_ready_at_the_end():
     trace, walk = _chain_trace()
     doc = {**trace.to_dict(), "compiled_graph": to_plain(CompiledGraph(graphs=(walk,)))}

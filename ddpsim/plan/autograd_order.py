@@ -64,20 +64,21 @@ def subgraph_edges(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list[l
     return edges
 
 
-def run_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]],
-              edges: list[list[tuple[str, int]]] | None = None) -> list[int]:
+def run_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list[int]:
     """The subgraphs (forward indices) in the order the split graph calls them:
     ``split_module``'s topological sort (a stack of the partitions whose inputs are all made,
     each one's dependents in the order of their first use), which puts independent subgraphs
-    (q, k and v projections) out of forward order. ``edges``: :func:`subgraph_edges`' (found when None)."""
+    (q, k and v projections) out of forward order. Every input made by another subgraph counts,
+    with or without a gradient (a mask or an index is a ``data`` input)."""
     part_of = {i: k for k, (start, stop) in enumerate(ranges) for i in range(start, stop)}
-    # a subgraph needs those holding the nodes its next edges lead to (a regenerated view's too)
-    needs = [{part_of[v] if kind == "view" else v for kind, v in row if kind != "param"}
-             for row in (subgraph_edges(walk, ranges) if edges is None else edges)]
+    needs: list[set[int]] = [set() for _ in ranges]
     dependents: list[dict[int, None]] = [{} for _ in ranges]
-    for k, row in enumerate(needs):
-        for j in row:
-            dependents[j].setdefault(k)
+    for k, (start, stop) in enumerate(ranges):
+        for i in reversed(range(start, stop)):
+            for kind, v in walk.inputs[i]:
+                if kind != "param" and part_of.get(v, k) != k:
+                    needs[k].add(part_of[v])
+                    dependents[part_of[v]].setdefault(k)
     roots = [k for k in range(len(ranges)) if not needs[k]]
     order: list[int] = []
     while roots:
@@ -97,7 +98,7 @@ def graph_hook_order(walk: GraphWalk, ranges: Sequence[tuple[int, int]]) -> list
     views = {v: ("sub", _regenerated_base(walk, v, part_of, ranges))
              for row in edges for kind, v in row if kind == "view"}
     seeds = [("sub", part_of[i]) for i, u in enumerate(walk.users) if u == OUTPUT_USER and i in part_of]
-    called = {k: n for n, k in enumerate(run_order(walk, ranges, edges))}
+    called = {k: n for n, k in enumerate(run_order(walk, ranges))}
     pending = Counter(seeds + [e for row in edges for e in row] + list(views.values()))
     queue: list[_Task] = []
     order: list[int] = []

@@ -2,7 +2,7 @@
 the Pareto front against brute force, determinism across 1 and 2 processes and Ray, resume.
 
 The small space is GPT-2 124M (the bundled H100 trace, batch 16 per rank) on DGX A100 and DGX
-H100 presets x 1-2 nodes x 2 caps, 3 iterations: 8 points, a few seconds.
+H100 presets x 1-2 nodes x 2 caps, 3 iterations: 8 points.
 """
 
 from __future__ import annotations

@@ -60,3 +60,17 @@ def test_mi300x_platform_comm_model_in_bounded_steps():
     assert d["ring_bus_bw_gbps"] == pytest.approx(360.0)
     # the tree: 12 chains (the ring's count); at 30 each link carries two: 12 chains of 30
     assert (d["tree_channels"], d["tree_bw_intra_gbps"]) == (12, 30.0)
+
+
+def test_k4_packs_directed_rings_that_share_links():
+    # K_4 (an HGX 4-GPU board: 6 NVLink4 per pair, 6 x 20.6 = 123.6 GB/s a direction): its three
+    # undirected Hamiltonian cycles share links, so the symmetric rings (one cycle both ways) leave
+    # the third pair of links idle. NCCL's search shares them: each directed link lies on two of
+    # the six directed cycles, so at 60 GB/s (two per link) all six fit, 6 x 60 = 360 <= 3 x 123.6.
+    devs = list(range(4))
+    cap = {(a, b): 123.6 for a in devs for b in devs if a != b}
+    assert not full_mesh(devs, cap)
+    rings, left = find_channels(devs, cap, 60.0, 32, cycle=True)
+    assert len(rings) == len({tuple(r) for r in rings}) == 6
+    assert all(v == pytest.approx(3.6) for v in left.values())
+    assert len(symmetric_rings(devs, 0)) == 2

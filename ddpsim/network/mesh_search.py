@@ -5,14 +5,18 @@ cube-mesh, NVLink-bridged pairs of PCIe cards). NCCL (v2.30.7, ``src/graph/searc
 uses (``followPath``: two NVLinks, ``SM70_NVLINK_BW`` each, carry two channels), adding channels until
 none fits. Here each channel is a depth-first search preferring the neighbour with most bandwidth left
 (then rank order), bounded as ``NCCL_SEARCH_TIMEOUT`` bounds NCCL's (:data:`MAX_STEPS` candidate cycles
-per packing; a packing the greedy first leaf completes stops there). A complete mesh of equal links (AMD
-MI300X's 8 GPUs) is not enumerated: its ``2 x floor((n - 1) / 2)`` symmetric rings (Hamiltonian cycles
-taken both ways, on links no earlier one uses) are found greedily in rank order, which is optimal.
+per packing; a packing the greedy first leaf completes stops there). A complete mesh of equal links
+with an odd number of GPUs, or too many to enumerate (AMD MI300X's 8), takes its ``2 x floor((n - 1) /
+2)`` symmetric rings (Hamiltonian cycles taken both ways, on links no earlier one uses), found greedily
+in rank order: every link for an odd n (Walecki's decomposition). With an even n they leave a link per
+GPU idle, so a small one (4 GPUs: an HGX 4-GPU board) is packed like any mesh, its directed cycles
+sharing links as NCCL's search shares them (4 H100, 6 NVLinks a pair: six ring orders, 24 channels).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any, Iterator
 
 import networkx as nx
@@ -52,8 +56,10 @@ MAX_CANDIDATES = 4000
 MAX_STEPS = 200_000
 
 def full_mesh(devs: tuple | list, cap: dict[Link, float]) -> bool:
-    """Whether every GPU of ``devs`` (3 or more) is linked to every other, all links equal."""
-    if len(devs) < 3 or len(cap) != len(devs) * (len(devs) - 1):
+    """Whether every GPU of ``devs`` (3 or more) is linked to every other, all links equal, and the
+    symmetric rings use them best: an odd count, or too many orders to enumerate."""
+    n = len(devs)
+    if n < 3 or len(cap) != n * (n - 1) or (n % 2 == 0 and math.factorial(n - 1) <= MAX_CANDIDATES):
         return False
     return len({round(v, 9) for v in cap.values()}) == 1
 

@@ -218,4 +218,5 @@ def test_list_shows_every_system_and_gpu_with_its_sources(capsys):
     assert main(["topology", "--list", "--format", "json"]) == 0
     assert set(json.loads(capsys.readouterr().out)["systems"]) == {"dgx-a100", "dgx-h100", "pcie", "dgx-v100", "dgx-h200",
                                                                     "dgx-b200", "gb200-nvl72", "pcie-l40s", "mi300x-platform",
-                                                                    "mi325x-platform", "mi355x-platform"}
+                                                                    "mi325x-platform", "mi355x-platform", "hgx-h100-4",
+                                                                    "gh200-quad"}

@@ -62,7 +62,7 @@ def fails(capsys, argv):
     (["trace", "--model", "mlp", "--device", "tpu"], "--device: 'tpu' is not accepted; expected one of cpu, cuda"),
     (["trace", "--model", "mlp", "--iterations", "0"], "--iterations: 0 is not accepted; expected an integer in [1, 10000]"),
     (["retime", MLP, "--gpu", "tpu", "--out", "x.json"], "--gpu: 'tpu' is not accepted; expected one of a100, a100-40gb, "
-     "a100-pcie, b200, gb200, h100, h100-pcie, h200, l40s, mi250x, mi300x, mi325x, mi355x, v100 (the GPUs of the "
+     "a100-pcie, b200, gb200, gh200, h100, h100-pcie, h200, l40s, mi250x, mi300x, mi325x, mi355x, v100 (the GPUs of the "
      "hardware catalogue)"),
     (["retime", MLP, "--gpu", "h100", "--out", "x.json", "--set", "compute_efficiency=1.5"],
      "--set compute_efficiency: 1.5 is not accepted; expected a number in (0, 1]"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from ddpsim.network import nccl_exec
 from ddpsim.network.collective_cost import build_comm_model
 from ddpsim.network.mesh_search import find_channels, full_mesh, symmetric_rings
 from ddpsim.network.topology import build_preset
@@ -74,3 +75,16 @@ def test_k4_packs_directed_rings_that_share_links():
     assert len(rings) == len({tuple(r) for r in rings}) == 6
     assert all(v == pytest.approx(3.6) for v in left.values())
     assert len(symmetric_rings(devs, 0)) == 2
+
+
+@pytest.mark.parametrize("preset", ["hgx-h100-4", "gh200-quad"])
+def test_four_gpu_nvlink4_mesh_finds_nccls_channels(preset):
+    # NCCL 2.22.3 on 4 H100 with NV6 between every pair and no NVSwitch prints 24 coll channels,
+    # all six ring orders (0 1 2 3, 0 1 3 2, 0 2 3 1, 0 2 1 3, 0 3 1 2, 0 3 2 1: NCCL_DEBUG=INFO log of
+    # odissei-benchmarks/nccl-tests runs/1node/all_reduce.log). By hand: speed 60 takes two rings a
+    # link, six rings = 360 < totalBw 18 x 20.6; ncclTopoDupChannels (60 >= 50): 12 x 30;
+    # connect.cc doubles the communicator's: 24.
+    m = build_comm_model(build_preset(preset), 4)
+    d = m.describe()
+    assert (d["ring_channels"], d["ring_bw_per_channel_gbps"], d["nvls_channels"]) == (12, 30.0, 0)
+    assert nccl_exec.comm_channels(m.system) == 24

@@ -84,7 +84,7 @@ def test_the_chrome_traces_ddpsim_writes_use_the_same_classifier():
     ("NVIDIA A100-PG509-200", ("dgx-a100", 8)), ("NVIDIA A100-SXM4-40GB", ("dgx-a100", 8)),
     ("NVIDIA A100 80GB PCIe", ("pcie", 8)), ("NVIDIA H100 80GB HBM3", ("dgx-h100", 8)),
     ("Tesla V100-SXM2-32GB", ("dgx-v100", 8)), ("NVIDIA H200", ("dgx-h200", 8)), ("NVIDIA B200", ("dgx-b200", 8)),
-    ("NVIDIA GB200", ("gb200-nvl72", 72)), ("NVIDIA L40S", ("pcie-l40s", 8)),
+    ("NVIDIA GB200", ("gb200-nvl72", 72)), ("NVIDIA L40S", ("pcie-l40s", 8)), ("NVIDIA GH200 120GB", ("gh200-quad", 4)),
     ("NVIDIA H100 PCIe", None), ("NVIDIA GeForce RTX 4090", None), (None, None),
 ])
 def test_a_profiles_gpu_names_its_catalogue_system(gpu, preset):

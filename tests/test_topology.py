@@ -22,7 +22,7 @@ def edge_bw_gbps(g: nx.Graph, u: str, v: str) -> float:
 
 def test_presets_tuple_and_backends():
     assert presets() == ("dgx-a100", "dgx-h100", "pcie", "dgx-v100", "dgx-h200", "dgx-b200", "gb200-nvl72", "pcie-l40s",
-                       "mi300x-platform", "mi325x-platform", "mi355x-platform", "cpu-gloo")
+                       "mi300x-platform", "mi325x-platform", "mi355x-platform", "hgx-h100-4", "gh200-quad", "cpu-gloo")
     for name in presets():
         g = build_preset(name)
         assert g.graph["name"] == name

@@ -17,7 +17,8 @@ DESCRIPTION = """\
 What devices, links and NCCL channels does this cluster topology have?
 
 Summarise a cluster topology: a preset (a system of the hardware catalogue: dgx-a100, dgx-h100,
-pcie, dgx-v100, dgx-h200, dgx-b200, gb200-nvl72, pcie-l40s; or cpu-gloo) or a custom YAML file.
+pcie, dgx-v100, dgx-h200, dgx-b200, gb200-nvl72, pcie-l40s, mi300x-platform, mi325x-platform,
+mi355x-platform, hgx-h100-4, gh200-quad; or cpu-gloo) or a custom YAML file.
 Prints the devices, the elements (NVSwitches, PCIe switches, NICs, leaf and spine switches), the
 links by type with their bandwidth per direction (GB/s = 1e9 B/s, as NCCL models them), the
 narrowest link of each type, and the channels NCCL's graph search finds for all the devices
@@ -29,6 +30,8 @@ Preset options are given with --set KEY=VALUE (repeatable):
                        (the same for the NVSwitch systems dgx-h200, dgx-b200, gb200-nvl72;
                        on gb200-nvl72 a node is a rack, gpus_per_node its NVLink domain)
   dgx-v100:            gpus_per_node (the first GPUs of the mesh), nic_gbit, pcie_gen, fabric options
+                       (the same for the other direct meshes: the mi*-platform presets,
+                       hgx-h100-4, gh200-quad)
   pcie:                gpus_per_node, gpus_per_switch, pcie_gen (4 | 5), nic_gbit, fabric options
                        (pcie-l40s: the same, Gen4 only)
   cpu-gloo:            ranks_per_host, loopback_gbps, loopback_latency_us, ethernet_gbit,

@@ -13,7 +13,8 @@ Printed per curve, in three size bands (< 1 MiB, 1-128 MiB, >= 256 MiB): the med
 and the median signed error, error = model time / measured time - 1 (positive: the model is
 slower). The summary: the median over curves of the 1-128 MiB median |error| and how many are
 within 15 %, over the ``normal`` curves (the goal) and with ``forced_algo``; curves over a
-transport no preset models (EFA, GPUDirect-TCPXO; the presets' NICs are InfiniBand / RoCE) apart.
+transport no preset models (EFA, GPUDirect-TCPXO, Slingshot over libfabric; the presets' NICs
+are InfiniBand / RoCE) apart.
 ``--sizes``: every size; ``--loso``: each system's error with the fitted constants of
 :mod:`ddpsim.network.nccl_exec` refitted without it; ``--quantiles``: the quantiles of measured
 / model time at 64 KiB-64 MiB (the uncertainty band's collective term); ``--diagnose``: per
@@ -141,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     summary("normal (the goal)", stats["normal"])
     summary("normal + forced_algo", stats["normal"] + stats["forced_algo"])
-    summary("other transports (EFA, TCPXO, RCCL)", stats["other transport"])
+    summary("other transports (EFA, TCPXO, Slingshot, RCCL)", stats["other transport"])
     if args.markdown:
         print()
         print("\n".join(markdown_lines(rows)))

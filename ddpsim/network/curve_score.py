@@ -6,7 +6,7 @@ preset can. :func:`residuals` times it with :func:`ddpsim.network.collective_cos
 :func:`band_stats` gives the median |error| and median signed error per size band (< 1 MiB, 1-128 MiB:
 DDP's buckets, >= 256 MiB). Only ``normal`` and ``forced_algo`` curves are scored and only ``normal``
 ones set a constant (:func:`fit_points`); curves over a transport no preset models (EFA,
-GPUDirect-TCPXO, RCCL) are kept apart. Printed by ``benchmarks/bench_collective_score.py``.
+GPUDirect-TCPXO, Slingshot, RCCL) are kept apart. Printed by ``benchmarks/bench_collective_score.py``.
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ class Case:
 
 
 EFA = "EFA (libfabric SRD, aws-ofi-nccl)"
+SLINGSHOT = "Slingshot-11 (libfabric CXI, aws-ofi-nccl)"
+RCCL = "RCCL (AMD; NCCL's model stands in)"
 
 
 def skip(reason: str) -> Case:
@@ -84,17 +86,17 @@ CASES: dict[str, Case] = {
     "a100_2x8_dgx_hdr_deepops_ring": Case("dgx-a100", 2, 16, algorithm="ring"),
     "v100_2x8_aws_p3dn_efa_ring": Case("dgx-v100", 2, 16, {"nic_gbit": 25}, algorithm="ring",
                                        transport=EFA, note="EFA 1 x 100 Gb/s as 4 x 25 Gb/s"),
-    "mi300x_8g_rccl_aac8": Case("mi300x-platform", 1, 8, transport="RCCL (AMD; NCCL's model stands in)"),
-    "mi355x_2x8_rccl_pollara": skip("AMD MI355X with RCCL: no preset"),
-    "gh200_2x4_cscs_slingshot": skip("GH200: no catalogue GPU or preset"),
-    "gh200_1x4_alps_aws-ofi": skip("GH200: no catalogue GPU or preset"),
-    "gh200_16x4_alps_aws-ofi": skip("GH200: no catalogue GPU or preset"),
-    "gh200_128x4_alps_aws-ofi": skip("GH200: no catalogue GPU or preset"),
+    "mi300x_8g_rccl_aac8": Case("mi300x-platform", 1, 8, transport=RCCL),
+    "mi355x_2x8_rccl_pollara": skip("AMD MI355X across nodes with RCCL and Pollara NICs: not described"),
+    "gh200_2x4_cscs_slingshot": Case("gh200-quad", 2, 8, transport=SLINGSHOT),
+    "gh200_1x4_alps_aws-ofi": Case("gh200-quad", 1, 4),
+    "gh200_16x4_alps_aws-ofi": Case("gh200-quad", 16, 64, transport=SLINGSHOT),
+    "gh200_128x4_alps_aws-ofi": Case("gh200-quad", 128, 512, transport=SLINGSHOT),
     "a100pcie_4g_azure_nc96v4": skip("NVLink-bridged pairs of PCIe GPUs: no preset"),
     "a100pcie_2g_nvbridge_azure_nc48v4": skip("NVLink bridge between PCIe GPUs: no preset"),
     "rtxpro6000_8g_pcie5_wrx90": skip("RTX PRO 6000 Blackwell (sm_120): no catalogue GPU"),
-    "h100_1x4_snellius": skip("4 H100 in a direct NVLink mesh without NVSwitch: no preset (dgx-h100 has NVLS)"),
-    "h100_2x4_snellius_ib": skip("4 H100 in a direct NVLink mesh without NVSwitch: no preset (dgx-h100 has NVLS)"),
+    "h100_1x4_snellius": Case("hgx-h100-4", 1, 4),
+    "h100_2x4_snellius_ib": Case("hgx-h100-4", 2, 8, {"nic_gbit": 200}, note="4 x 200 Gb/s InfiniBand (the run's ibstat)"),
     "rtx2080ti_2g_pcie3_nop2p_autodl": skip("GeForce RTX 2080 Ti without P2P (through host memory): no preset"),
 }
 

@@ -42,12 +42,12 @@ STEP_OVERHEAD_US = {"ll": 0.0, "ll128": 12.0, "simple": 4.0}
 #: µs per LL round trip of threads x 8 data bytes, fitted (module docstring)
 LL_ROUND_TRIP_US = 1.0
 #: how far measured all-reduces fall from this model: measured / model time at the 10th and
-#: 90th percentiles over 164 sizes from 64 KiB to 64 MiB of 17 ``normal`` / ``forced_algo``
+#: 90th percentiles over 196 sizes from 64 KiB to 64 MiB of 20 ``normal`` / ``forced_algo``
 #: public curves of InfiniBand / RoCE / NVLink / PCIe systems (``bench_collective_score.py
 #: --quantiles``; not centred on 1): the collective term of the recommendation's uncertainty band
 MID_LO_BYTES = 64 * 1024
 MID_HI_BYTES = 64 * 2 ** 20
-MID_SIZE_RATIOS = (0.781, 2.104)
+MID_SIZE_RATIOS = (0.718, 1.988)
 
 
 @dataclass(frozen=True, kw_only=True)

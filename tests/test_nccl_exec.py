@@ -17,49 +17,48 @@ def system(num_ranks: int, num_nodes: int, *, channels: int = 1, bw: float = 20.
                            ring=g, tree=g, nvls=None, ll128_enabled=True)
 
 
-def two_rank_simple_ring_us(size: int, slices: int) -> float:
+def two_rank_simple_ring_us(size: int, slices: int, slice_bytes: int) -> float:
     """The time by hand of a Simple ring all-reduce of ``size`` bytes on :func:`system` (2, 1):
-    baseLat 8.4 + 2 hops x hwLat(NVLink, ring, Simple) 3.4 + 4 first-pass syncs x the overhead
-    not hidden behind the 3 other slices in flight (8 slots / 2 per slice; each slice a
-    ``slices``-th of the transfer) + ``size`` at 20 GB/s x n/(2(n-1)) = 20 (the two channels share
-    the one search channel's 20 GB/s)."""
+    baseLat 8.4 + 2 hops x hwLat(NVLink, ring, Simple) 3.4 + each of the ``slices`` slices' step
+    overhead for the share of a full slice (1 MiB: 2 of the 8 steps of a 4 MiB buffer) it lacks
+    + ``size`` at 20 GB/s x n/(2(n-1)) = 20 (the two channels share the one search channel's 20 GB/s)."""
     transfer = size / (1000 * 20.0)
     o = nccl_exec.STEP_OVERHEAD_US["simple"]
-    exposed = o * o / (o + 3 * transfer / slices)
-    return 8.4 + 2 * 3.4 + 4 * exposed + transfer
+    return 8.4 + 2 * 3.4 + slices * o * (1 - slice_bytes / MiB) + transfer
 
 
 def test_two_rank_ring_of_one_chunk_by_hand():
     # 2 ranks, 1 search channel of 20 GB/s (<= PCI_BW: Simple runs 256 threads), duplicated into 2
     # (connect.cc), 64 KiB with Simple: 64 KiB >= 2 x 256 x 64 keeps both; 32 KiB per channel is one
     # loop (a loop holds 2 x 2 MiB); the chunk is 32 KiB / 2 ranks = 16 KiB; 2(n-1) = 2 steps of
-    # 2 slices each = 4 synchronised slices; 2 NVLink hops
+    # 2 slices of 8 KiB each = 4 slices one after the other; 2 NVLink hops
     s = system(2, 1)
     ex = nccl_exec.plan(s, "ring", "simple", 64 * KiB)
-    assert (ex.num_channels, ex.thread_fraction, ex.chunk_bytes) == (2, 1.0, 16 * KiB)
+    assert (ex.num_channels, ex.thread_fraction, ex.chunk_bytes, ex.full_slice_bytes) == (2, 1.0, 16 * KiB, MiB)
     assert (ex.syncs, ex.slices, ex.hops_intra, ex.hops_inter, ex.fill_bytes) == (4, 4, 2, 0, 0)
-    assert nccl_exec.time_us(s, "ring", "simple", 64 * KiB) == pytest.approx(two_rank_simple_ring_us(64 * KiB, 4))
+    assert nccl_exec.time_us(s, "ring", "simple", 64 * KiB) == pytest.approx(two_rank_simple_ring_us(64 * KiB, 4, 8 * KiB))
 
 
-@pytest.mark.parametrize("cc, step_us", [(80, 12.0), (90, 0.0)])
-def test_two_rank_ll128_ring_pays_its_generations_step(cc, step_us):
-    # 64 KiB with LL128 on 2 ranks: 2 channels (one search channel, duplicated), one chunk each, 2(n-1) = 2
-    # synchronised steps, 2 NVLink hops; baseLat(ring, LL128) 14.0 + 2 x hwLat 1.9 + the transfer at NCCL's
-    # 18.4 GB/s (20 x 0.92) + 2 syncs of the step cost not hidden by the 7 other steps in flight. Ampere
-    # pays the fitted 12 us a step, Hopper its own (nccl_exec.GENERATION_STEP_OVERHEAD_US): none
+@pytest.mark.parametrize("cc", [80, 90])
+def test_two_rank_ll128_ring_pays_its_generations_step(cc):
+    # 64 KiB with LL128 on 2 ranks: 2 channels (one search channel, duplicated), one 16 KiB chunk each,
+    # 2(n-1) = 2 steps of one slice, 2 NVLink hops; baseLat(ring, LL128) 14.0 + 2 x hwLat 1.9 + the
+    # transfer at NCCL's 18.4 GB/s (20 x 0.92) + 2 slices x the step overhead for the share of a full
+    # LL128 step (576,000 data bytes) they lack. Ampere pays the overhead fitted for every generation,
+    # Hopper its own (nccl_exec.GENERATION_STEP_OVERHEAD_US)
     s = system(2, 1, cc=cc)
-    assert nccl_exec.step_overhead_us(s, "ll128") == step_us
+    o = nccl_exec.GENERATION_STEP_OVERHEAD_US[(2, "ll128")] if cc == 90 else nccl_exec.STEP_OVERHEAD_US["ll128"]
+    assert nccl_exec.step_overhead_us(s, "ll128") == o
     ex = nccl_exec.plan(s, "ring", "ll128", 64 * KiB)
-    assert (ex.num_channels, ex.syncs, ex.slices, ex.hops_intra) == (2, 2, 2, 2)
+    assert (ex.num_channels, ex.chunk_bytes, ex.slices, ex.hops_intra, ex.full_slice_bytes) == (2, 16 * KiB, 2, 2, 576000)
     transfer = 64 * KiB / (1000 * 18.4)
-    exposed = step_us * step_us / (step_us + 7 * transfer / 2) if step_us else 0.0
-    assert nccl_exec.time_us(s, "ring", "ll128", 64 * KiB) == pytest.approx(14.0 + 2 * 1.9 + transfer + 2 * exposed)
+    expect = 14.0 + 2 * 1.9 + transfer + 2 * o * (1 - 16 * KiB / 576000)
+    assert nccl_exec.time_us(s, "ring", "ll128", 64 * KiB) == pytest.approx(expect)
 
 
 def test_two_rank_ring_loops_once_per_two_chunks_of_each_rank():
     # a loop carries nRanks chunks of 2 MiB per channel: 16 MiB on 2 ranks and 2 channels (1 search
-    # channel, duplicated) is 8 MiB per channel, 2 loops, each of 2 steps x 2 slices; only the first
-    # loop's syncs are exposed
+    # channel, duplicated) is 8 MiB per channel, 2 loops, each of 2 steps x 2 slices
     ex = nccl_exec.plan(system(2, 1), "ring", "simple", 16 * MiB)
     assert (ex.num_channels, ex.chunk_bytes, ex.syncs, ex.slices) == (2, 2 * MiB, 4, 8)
 
@@ -69,13 +68,14 @@ def test_partial_last_loop_moves_only_its_bytes():
     # (enqueue.cc scheduleCollTasksToPlan / device.h ncclCollCbdPart give each channel an equal part),
     # so no channel idles through a whole loop. 12 MiB on 2 ranks and 2 channels (1 search channel
     # of 20 GB/s, duplicated; Simple with 256 threads): 6 MiB per channel, a full loop of 2 x 2 MiB
-    # chunks, then a last loop of 2 x 1 MiB; each loop 2 steps x 2 slices = 8 slices, 4 first-pass
-    # syncs, 2 NVLink hops; the transfer is the 12 MiB at 20 GB/s, not two whole loops' 16 MiB
+    # chunks, then a last loop of 2 x 1 MiB; each loop 2 steps x 2 slices = 8 slices (as the first loop
+    # cuts them: full, no step overhead), 2 NVLink hops; the transfer is the 12 MiB at 20 GB/s, not two
+    # whole loops' 16 MiB
     s = system(2, 1)
     ex = nccl_exec.plan(s, "ring", "simple", 12 * MiB)
     assert (ex.num_channels, ex.thread_fraction, ex.chunk_bytes) == (2, 1.0, 2 * MiB)
     assert (ex.syncs, ex.slices, ex.hops_intra, ex.hops_inter, ex.fill_bytes) == (4, 8, 2, 0, 0)
-    assert nccl_exec.time_us(s, "ring", "simple", 12 * MiB) == pytest.approx(two_rank_simple_ring_us(12 * MiB, 8))
+    assert nccl_exec.time_us(s, "ring", "simple", 12 * MiB) == pytest.approx(two_rank_simple_ring_us(12 * MiB, 8, MiB))
 
 
 def test_communicator_duplicates_the_search_channels():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import csv
+import functools
 import gzip
 import itertools
 import math
@@ -31,8 +32,14 @@ BANDS = (("<1MiB", 0, MIB), ("1-128MiB", MIB, 128 * MIB + 1), (">=256MiB", 256 *
 WITHIN = 0.15
 #: the sizes the step overheads are fitted on, and the grid searched (µs)
 FIT_LO, FIT_HI = 64 * KIB, 128 * MIB
-GRID = {"ll_round_trip": (0.5, 1.0, 1.5, 2.0), "ll128": (2.0, 4.0, 6.0, 8.0, 12.0, 16.0),
-        "simple": (2.0, 4.0, 6.0, 8.0, 12.0), "hopper_ll128": (0.0, 2.0, 4.0, 8.0, 12.0)}
+GRID = {"ll_round_trip": (0.5, 1.0, 1.5, 2.0), "ll128": (0.0, 2.0, 4.0, 6.0, 8.0, 12.0),
+        "simple": (0.0, 0.5, 1.0, 2.0, 4.0), "hopper_ll128": (0.0, 2.0, 4.0, 12.0)}
+#: the published large-message checks of tests/test_collectives.py (sources there), which every fitted set
+#: of constants keeps within :data:`CHECK_TOLERANCE`: preset, nodes, size, forced algorithm, busbw GB/s
+#: (8 V100 at 128 MiB, 8 A100 at 8 GiB, 2 x 8 A100 at 8 GiB, 8 H100 ring at 8 GiB)
+PUBLISHED_CHECKS = (("dgx-v100", 1, 128 * MIB, None, 129.14), ("dgx-a100", 1, 8192 * MIB, None, 230.0),
+                    ("dgx-a100", 2, 8192 * MIB, None, 192.0), ("dgx-h100", 1, 8192 * MIB, "ring", 370.0))
+CHECK_TOLERANCE = 0.10
 #: the generation-specific constants: key -> (generation row, protocol) of nccl_exec.GENERATION_STEP_OVERHEAD_US
 GENERATION_KEYS = {"hopper_ll128": (2, "ll128")}
 
@@ -175,14 +182,29 @@ def set_constants(c: dict[str, float]) -> None:
     nccl_exec.GENERATION_STEP_OVERHEAD_US.update({g: c[k] for k, g in GENERATION_KEYS.items() if k in c})
 
 
+@functools.cache
+def _check_models() -> tuple[CommModel, ...]:
+    return tuple(build_comm_model(build_preset(preset, num_nodes=nodes), 8 * nodes, algorithm=algo)
+                 for preset, nodes, _, algo, _ in PUBLISHED_CHECKS)
+
+
+def check_errors() -> list[float]:
+    """The signed error of the model's bus bandwidth in each of :data:`PUBLISHED_CHECKS`."""
+    return [m.estimate_allreduce(size).busbw_gbps / busbw - 1
+            for m, (_, _, size, _, busbw) in zip(_check_models(), PUBLISHED_CHECKS)]
+
+
 def fit_overheads(curves: list[tuple[Any, list, float]]) -> dict[str, float]:
-    """The constants minimising the mean over systems of the median |log(model / run)| (grid search)."""
+    """The constants minimising the mean over systems of the median |log(model / run)| (grid search),
+    among those that keep every published check within :data:`CHECK_TOLERANCE`."""
     saved = constants()
     best: tuple[float, dict[str, float]] | None = None
     try:
         for o in itertools.product(*GRID.values()):
             c = dict(zip(GRID, o))
             set_constants(c)
+            if any(abs(e) > CHECK_TOLERANCE for e in check_errors()):
+                continue
             cost = sum(w * statistics.median(abs(math.log(m.estimate_allreduce(s).time_s * 1e6 / t)) for s, t in pts)
                        for m, pts, w in curves)
             if best is None or cost < best[0] - 1e-12:

@@ -4,15 +4,22 @@
 ncclTopoPostset``, ``topoGetAlgoInfo``), chunks and slices of ``NCCL_STEPS`` = 8 slots
 (``calcCollChunking``, ``device.h``, ``collectives.h``), the pipeline steps of ``device/all_reduce.h``
 (``runRing``, ``runTreeUpDown``, ``runNvls``, with their fill), each step's hop latency (``tuning.cc``
-``hwLat``, ``getNetOverhead``), a per-step synchronisation for LL128 and Simple (``prims_ll128.h``,
-``prims_simple.h``) hidden by the slices in flight, LL's round trips (``prims_ll.h``), NCCL's
-per-channel bandwidth (without ``treeCorrectionFactor``) and ``baseLat`` for the launch::
+``hwLat``, ``getNetOverhead``), a synchronisation per slice for LL128, Simple and NVLS, LL's round trips
+(``prims_ll.h``), NCCL's per-channel bandwidth (without ``treeCorrectionFactor``) and ``baseLat`` for
+the launch::
 
-    time = launch + hops x hop latency + first-pass syncs x exposed overhead
+    time = launch + hops x hop latency + slices x step overhead x (1 - slice / full slice)
          + bytes / bandwidth + LL's extra round trips + fill
 
+A slice's wait, barrier and post run on the threads that copy it, one slice after the other
+(``prims_simple.h`` ``genericOp``: waitPeer, subBarrier, reduceCopy, barrier, postPeer;
+``prims_ll128.h`` likewise): serial with the copy. NCCL's per-channel bandwidth is what full
+slices deliver, overhead included, so a slice pays the overhead only for the share of a full
+slice it lacks: nothing for large messages, the whole overhead for a slice of a few bytes.
+
 :data:`LL_ROUND_TRIP_US` and :data:`STEP_OVERHEAD_US` are fitted, one value for every GPU
-generation and transport, on the ``normal`` public curves (``bench_collective_score.py --loso``);
+generation and transport, on the ``normal`` public curves, among the values that keep the published
+large-message checks within 10 % (``curve_score.fit_overheads``; ``bench_collective_score.py --loso``);
 :data:`GENERATION_STEP_OVERHEAD_US` sets a generation's own where its curves alone set it apart
 (Hopper's LL128). Details: docs/MODEL.md, "Collective time". Units as :mod:`ddpsim.network.nccl`.
 """
@@ -37,21 +44,22 @@ MAX_THREADS = {"ll": 512, "ll128": 640, "simple": 512}
 THREAD_THRESHOLD = {"ll": 8, "ll128": 8, "simple": 64}
 PCI_BW_GBPS = 24.0  # topo.h PCI_BW: a ring at most this fast runs Simple with 256 threads
 
-#: µs per synchronised step, fitted (module docstring); LL has none
-STEP_OVERHEAD_US = {"ll": 0.0, "ll128": 12.0, "simple": 4.0}
+#: µs of a slice's synchronisation, paid for the share of a full slice it lacks; fitted (module
+#: docstring); LL has none
+STEP_OVERHEAD_US = {"ll": 0.0, "ll128": 4.0, "simple": 0.5}
 #: (generation: :func:`nccl.arch_index`'s row, protocol) -> its own µs per step, fitted on that
 #: generation's ``normal`` curves alone: Hopper's LL128 (two 4-GPU NVLink4 systems, one over
 #: InfiniBand; ``bench_collective_score.py --loso``)
 GENERATION_STEP_OVERHEAD_US = {(2, "ll128"): 0.0}
 #: µs per LL round trip of threads x 8 data bytes, fitted (module docstring)
-LL_ROUND_TRIP_US = 1.0
+LL_ROUND_TRIP_US = 2.0
 #: how far measured all-reduces fall from this model: measured / model time at the 10th and
 #: 90th percentiles over 196 sizes from 64 KiB to 64 MiB of 20 ``normal`` / ``forced_algo``
 #: public curves of InfiniBand / RoCE / NVLink / PCIe systems (``bench_collective_score.py
 #: --quantiles``; not centred on 1): the collective term of the recommendation's uncertainty band
 MID_LO_BYTES = 64 * 1024
 MID_HI_BYTES = 64 * 2 ** 20
-MID_SIZE_RATIOS = (0.758, 1.988)
+MID_SIZE_RATIOS = (0.730, 1.913)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,6 +69,7 @@ class Execution:
     thread_fraction: float
     chunk_bytes: int
     syncs: int  # synchronised steps of the first pass (one loop, or the tree's levels)
+    full_slice_bytes: int  # a slice of a message large enough for whole chunks
     slices: int  # slices one channel moves in all
     hops_intra: int  # hops on the critical path inside a node
     hops_inter: int  # hops across the network
@@ -116,6 +125,7 @@ def plan(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> Execut
         loops = max(1, math.ceil(per_channel / (n * chunk)))
         inter = 2 * (nn - 1) if nn > 1 else 0
         return Execution(**run, chunk_bytes=min(chunk, math.ceil(per_channel / n)), syncs=2 * (n - 1) * slices,
+                         full_slice_bytes=chunk // slices,
                          slices=2 * (n - 1) * slices * loops, hops_intra=2 * (n - 1) - inter, hops_inter=inter,
                          fill_bytes=0)
     if algo == "tree":  # runTreeUpDown: chunks pipelined up then down the levels
@@ -128,7 +138,7 @@ def plan(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> Execut
             while size_bytes // (nc * chunk) < steps_ll128 * 16 / sys.ppn and chunk > 32768:
                 chunk //= 2
         chunk = min(chunk, per_channel)
-        return Execution(**run, chunk_bytes=chunk, syncs=2 * (intra + inter),
+        return Execution(**run, chunk_bytes=chunk, syncs=2 * (intra + inter), full_slice_bytes=step,
                          slices=max(1, math.ceil(per_channel / chunk)), hops_intra=2 * intra, hops_inter=2 * inter,
                          fill_bytes=max(0, 2 * inter - 1) * chunk)
     if algo == "nvls":  # runNvls: nHeads chunks per loop, reduced through the switch, broadcast back
@@ -136,7 +146,8 @@ def plan(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> Execut
         for factor, cut in ((64, 65536), (8, 32768), (2, 16384)):
             if size_bytes < factor * nc * n * chunk and chunk > cut:
                 chunk = cut
-        return Execution(**run, chunk_bytes=chunk, syncs=0, slices=2 * max(1, math.ceil(per_channel / (n * chunk))),
+        return Execution(**run, chunk_bytes=chunk, syncs=0, full_slice_bytes=NVLS_CHUNK_BYTES,
+                         slices=2 * max(1, math.ceil(per_channel / (n * chunk))),
                          hops_intra=1, hops_inter=0, fill_bytes=2 * n * min(chunk, math.ceil(per_channel / n)))
     if algo == "nvls_tree":  # NVLS inside each node, the tree's levels between nodes
         _, inter = _levels(sys)
@@ -144,7 +155,8 @@ def plan(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> Execut
         for factor, cut in ((32, 262144), (16, 131072), (4, 65536), (1, 32768)):
             if size_bytes < factor * nc * sys.ppn * chunk and chunk > cut:
                 chunk = cut
-        return Execution(**run, chunk_bytes=chunk, syncs=2 * inter, slices=max(1, math.ceil(per_channel / chunk)),
+        return Execution(**run, chunk_bytes=chunk, syncs=2 * inter, full_slice_bytes=NVLS_TREE_MAX_CHUNK_BYTES,
+                         slices=max(1, math.ceil(per_channel / chunk)),
                          hops_intra=1, hops_inter=2 * inter,
                          fill_bytes=2 * inter * min(chunk, per_channel))
     raise AssertionError(algo)
@@ -172,13 +184,23 @@ def time_us(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> flo
     launch = nccl.BASE_LAT_US[algo][nccl.PROTOCOLS.index(proto)]
     per_channel_bw = bw / ex.num_channels
     transfer = size_bytes / (1000.0 * bw)
-    t_slice = transfer / ex.slices
-    # a sync hides behind the other slices in flight (NCCL_STEPS slots, ALLREDUCE_SLICESTEPS per Simple ring slice)
-    in_flight = NCCL_STEPS // (ALLREDUCE_SLICESTEPS if (algo == "ring" and proto == "simple") else 1)
-    exposed = o * o / (o + (in_flight - 1) * t_slice) if o > 0 else 0.0
+    sync = serial_steps(algo, ex) * o * (1.0 - slice_share(algo, proto, ex))
     fill = ex.fill_bytes / (1000.0 * per_channel_bw)
-    return (launch + ex.hops_intra * lat_intra + ex.hops_inter * lat_inter + ex.syncs * exposed
+    return (launch + ex.hops_intra * lat_intra + ex.hops_inter * lat_inter + sync
             + transfer + ll_rounds_us(sys, algo, proto, size_bytes, ex) + fill)
+
+
+def serial_steps(algo: str, ex: Execution) -> int:
+    """The slices one channel moves one after the other: a ring's every slice, a tree's levels then its
+    pipelined chunks."""
+    return ex.slices if algo == "ring" else ex.syncs + ex.slices - 1
+
+
+def slice_share(algo: str, proto: str, ex: Execution) -> float:
+    """How much of a full slice a slice of this execution is (at most 1): a Simple ring chunk is cut in
+    ``ALLREDUCE_CHUNKSTEPS / ALLREDUCE_SLICESTEPS`` slices, any other chunk is one."""
+    per_chunk = ALLREDUCE_CHUNKSTEPS // ALLREDUCE_SLICESTEPS if (algo == "ring" and proto == "simple") else 1
+    return min(1.0, ex.chunk_bytes / per_chunk / ex.full_slice_bytes)
 
 
 def ll_rounds_us(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int, ex: Execution) -> float:
@@ -187,8 +209,7 @@ def ll_rounds_us(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int, e
         return 0.0
     per_round = MAX_THREADS["ll"] * ex.thread_fraction * 8
     rounds = wire_bytes_per_channel(sys, algo, size_bytes, ex.num_channels) / per_round
-    steps = ex.slices if algo == "ring" else ex.syncs + ex.slices - 1
-    return max(0.0, rounds - steps) * LL_ROUND_TRIP_US
+    return max(0.0, rounds - serial_steps(algo, ex)) * LL_ROUND_TRIP_US
 
 
 def wire_bytes_per_channel(sys: nccl.NcclSystem, algo: str, size_bytes: int, num_channels: int) -> float:

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(not (ROOT / "traces" / "mlp.cpu.json").is_file()
 
 #: the default scenario's points the second run simulates again (its timelines' points); it
 #: reuses the other finished points of the first run
-RESIMULATED = ("cap-default.json", "cap-100.json")
+RESIMULATED = ("cap-default.json", "cap-50.json")
 #: what the run keeps beside its points for a rerun, not a point's file: the recommendation
 #: (ddpsim.pipeline.run) and the report's files (ddpsim.report.kept_files), computed again
 KEPT = ("recommend.json", "report.json")

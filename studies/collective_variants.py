@@ -77,7 +77,7 @@ DATA = ROOT / "benchmarks" / "data" / "nccl-curves"
 MIB = 1 << 20
 #: the grid the serial variants refit on: their overheads are paid more often, so smaller values
 SERIAL_GRID = {"ll_round_trip": (1.0, 2.0), "ll128": (0.0, 1.0, 2.0, 4.0, 6.0, 8.0, 12.0),
-               "simple": (0.0, 1.0, 2.0, 4.0, 6.0, 8.0)}
+               "simple": (0.0, 1.0, 2.0, 4.0, 6.0, 8.0), "hopper_ll128": (0.0, 2.0, 4.0, 12.0)}
 
 
 def scored_cases(meta: list[dict]) -> list[tuple[dict, Any, Any]]:
@@ -140,7 +140,8 @@ def refit_line(label: str, meta: list, points: dict, cases: list, grid: dict) ->
     finally:
         curve_score.GRID = saved_grid
         curve_score.set_constants(saved)
-    return (f"{out}\n{'':46s} fitted LL round trip / LL128 / Simple {'/'.join(f'{v:g}' for v in fit.values())} us;"
+    fitted = "/".join(f"{v:g}" for v in fit.values())
+    return (f"{out}\n{'':46s} fitted LL round trip / LL128 / Simple / Hopper LL128 {fitted} us;"
             f" leave one system out {100 * statistics.median(held):5.1f} % "
             f"({sum(e <= curve_score.WITHIN for e in held)}/{len(held)})")
 
@@ -164,10 +165,11 @@ def overheads(**values: float) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def constants(ll_round_trip: float, ll128: float, simple: float) -> Iterator[None]:
-    """All three fitted constants set for the block."""
+def constants(ll_round_trip: float, ll128: float, simple: float, hopper_ll128: float = 0.0) -> Iterator[None]:
+    """The four fitted constants set for the block."""
     saved = curve_score.constants()
-    curve_score.set_constants({"ll_round_trip": ll_round_trip, "ll128": ll128, "simple": simple})
+    curve_score.set_constants({"ll_round_trip": ll_round_trip, "ll128": ll128, "simple": simple,
+                               "hopper_ll128": hopper_ll128})
     try:
         yield
     finally:
@@ -198,7 +200,7 @@ def serial_syncs(algos: tuple[str, ...]) -> Callable:
     """``time_us`` with every slice's synchronisation paid in full on ``algos`` (a ring channel's
     slices one after the other; a tree's or NVLS's chunks after crossing the levels)."""
     return syncs_paid(lambda algo, _: algo in algos,
-                      lambda algo, ex: ex.slices if algo == "ring" else ex.syncs + ex.slices - 1)
+                      lambda algo, ex: nccl_exec.serial_steps(algo, ex))
 
 
 def first_pass_syncs(protocols: tuple[str, ...]) -> Callable:
@@ -215,7 +217,7 @@ def ampere_read(read_us: float, base: Callable) -> Callable:
                 or not math.isfinite(t) or not {"ring": sys_.ring, "tree": sys_.tree}[algo].nvlink_intra):
             return t
         ex = nccl_exec.plan(sys_, algo, proto, size)
-        return t + read_us * (ex.slices if algo == "ring" else ex.syncs + ex.slices - 1)
+        return t + read_us * nccl_exec.serial_steps(algo, ex)
     return time_us
 
 
@@ -336,11 +338,11 @@ def execution_variants(meta: list, points: dict, cases: list) -> None:
     for read in (2.0, 3.0, 4.0):
         with patched("time_us", ampere_read(read, nccl_exec.time_us)):
             print(line(f"P2P read on Ampere, {read:g} us per Simple slice", cases, points))
-        with patched("time_us", ampere_read(read, first_pass_syncs(("ll128",)))), constants(1.0, 4.0, 4.0):
+        with patched("time_us", ampere_read(read, first_pass_syncs(("ll128",)))), constants(2.0, 4.0, 0.5):
             print(line("  with LL128's first pass not hidden (4 us)", cases, points))
     print(line("torch curves less their host path, 30 us", cases, without_host_path(meta, points, 30.0)))
     print(torch_floor(cases, points))
-    with patched("time_us", ampere_read(3.0, first_pass_syncs(("ll128",)))), constants(1.0, 4.0, 4.0):
+    with patched("time_us", ampere_read(3.0, first_pass_syncs(("ll128",)))), constants(2.0, 4.0, 0.5):
         print(line("  30 us, P2P read 3 us, LL128's first pass 4 us", cases, without_host_path(meta, points, 30.0)))
     for whole, label in ((True, "last ring loop whole (idle channels)"),
                          (False, "last ring loop as v2.8-v2.18 round it")):

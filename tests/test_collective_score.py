@@ -72,3 +72,25 @@ def test_diagnose_splits_the_mid_band_by_protocol():
            (1 << 30, 100.0, 95.0, "ring/simple")]
     out = curve_score.diagnose_line(res)
     assert "ring/ll -10% (1), ring/ll128 +20% (2)" in out and "largest size 1024 MiB -5.0% ring/simple" in out
+
+
+def test_fit_keeps_only_constants_that_hold_the_published_checks(monkeypatch):
+    # one curve whose run a Simple step of 4 us matches exactly; that value breaks a (stand-in) check,
+    # so the fit takes the best of the rest (2 us), and with every value breaking one it says so
+    class Estimate:
+        def __init__(self, time_s: float) -> None:
+            self.time_s = time_s
+
+    class Model:
+        def estimate_allreduce(self, size: int) -> Estimate:
+            return Estimate((10.0 + nccl_exec.STEP_OVERHEAD_US["simple"]) * 1e-6)
+
+    curves = [(Model(), [(1 << 20, 14.0)], 1.0)]
+    monkeypatch.setattr(curve_score, "GRID", {"simple": (1.0, 2.0, 4.0)})
+    monkeypatch.setattr(curve_score, "check_errors", lambda: [0.2 if nccl_exec.STEP_OVERHEAD_US["simple"] == 4.0 else 0.0])
+    saved = curve_score.constants()
+    assert curve_score.fit_overheads(curves) == {"simple": 2.0}
+    assert curve_score.constants() == saved
+    monkeypatch.setattr(curve_score, "check_errors", lambda: [0.11])
+    with pytest.raises(ValueError, match="no point of the grid keeps every published check within 10%"):
+        curve_score.fit_overheads(curves)

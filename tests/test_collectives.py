@@ -512,7 +512,7 @@ def test_dgx_v100_busbw_129_at_128mib_within_10_percent():
     # konnase/konnase.github.io source/_posts/deep_learning/NCCL.md (2019): all_reduce_perf -g 8 on
     # 8 x Tesla V100-SXM2-16GB, its nvidia-smi topo -m the hybrid cube-mesh (NV1/NV2, 6 links per GPU,
     # numbered differently from a DGX-1: the same graph); 128 MiB out-of-place busbw 129.14 GB/s.
-    # Ring/Simple over 6 rings x 20 GB/s: 116.7, 9.7 % under (see the xfail below).
+    # Ring/Simple over 6 rings x 20 GB/s: 116.4, 9.9 % under (see the xfail below).
     e = model("dgx-v100").estimate_allreduce(128 * MiB)
     assert (e.algorithm, e.protocol) == ("ring", "simple")
     assert within(e.busbw_gbps, 129.14, 0.10)

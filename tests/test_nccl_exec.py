@@ -39,21 +39,60 @@ def test_two_rank_ring_of_one_chunk_by_hand():
     assert nccl_exec.time_us(s, "ring", "simple", 64 * KiB) == pytest.approx(two_rank_simple_ring_us(64 * KiB, 4, 8 * KiB))
 
 
-@pytest.mark.parametrize("cc", [80, 90])
-def test_two_rank_ll128_ring_pays_its_generations_step(cc):
+@pytest.fixture
+def overheads(monkeypatch):
+    """Step overheads apart from the fitted ones, so that each term shows: LL128 3 us, Simple 2 us,
+    and the Hopper row's LL128 7 us."""
+    monkeypatch.setattr(nccl_exec, "STEP_OVERHEAD_US", {"ll": 0.0, "ll128": 3.0, "simple": 2.0})
+    monkeypatch.setattr(nccl_exec, "GENERATION_STEP_OVERHEAD_US", {(2, "ll128"): 7.0})
+
+
+@pytest.mark.parametrize("cc, step_us", [(70, 3.0), (80, 3.0), (90, 7.0), (94, 7.0), (100, 3.0)])
+def test_two_rank_ll128_ring_pays_its_generations_step(overheads, cc, step_us):
     # 64 KiB with LL128 on 2 ranks: 2 channels (one search channel, duplicated), one 16 KiB chunk each,
     # 2(n-1) = 2 steps of one slice, 2 NVLink hops; baseLat(ring, LL128) 14.0 + 2 x hwLat 1.9 + the
     # transfer at NCCL's 18.4 GB/s (20 x 0.92) + 2 slices x the step overhead for the share of a full
-    # LL128 step (576,000 data bytes) they lack. Ampere pays the overhead fitted for every generation,
-    # Hopper its own (nccl_exec.GENERATION_STEP_OVERHEAD_US)
+    # LL128 step (576,000 data bytes) they lack. The Hopper row (sm_90, and AMD's gfx942 as NCCL's
+    # SM90 tables take it) has its own; Volta, Ampere and Blackwell the common one
     s = system(2, 1, cc=cc)
-    o = nccl_exec.GENERATION_STEP_OVERHEAD_US[(2, "ll128")] if cc == 90 else nccl_exec.STEP_OVERHEAD_US["ll128"]
-    assert nccl_exec.step_overhead_us(s, "ll128") == o
+    assert nccl_exec.step_overhead_us(s, "ll128") == step_us
+    assert nccl_exec.step_overhead_us(s, "simple") == 2.0
     ex = nccl_exec.plan(s, "ring", "ll128", 64 * KiB)
     assert (ex.num_channels, ex.chunk_bytes, ex.slices, ex.hops_intra, ex.full_slice_bytes) == (2, 16 * KiB, 2, 2, 576000)
     transfer = 64 * KiB / (1000 * 18.4)
-    expect = 14.0 + 2 * 1.9 + transfer + 2 * o * (1 - 16 * KiB / 576000)
+    expect = 14.0 + 2 * 1.9 + transfer + 2 * step_us * (1 - 16 * KiB / 576000)
     assert nccl_exec.time_us(s, "ring", "ll128", 64 * KiB) == pytest.approx(expect)
+
+
+def test_tree_ll128_pays_its_levels_then_its_chunks(overheads):
+    # 4 nodes of one GPU: 2 network levels, 4 synchronised hops up and down; LL128's tree chunk is
+    # halved from 576,000 B to 18,000 (calcCollChunking: fewer than steps x 64 / ppn chunks per channel)
+    # and 256 KiB on 2 channels is 8 such chunks a channel. One after the other: the 4 levels, then the
+    # 7 chunks behind the first, each paying 3 us for the 31/32 of a full step it lacks; the first chunk
+    # fills the 3 levels behind it at one channel's half of the bandwidth
+    s = system(4, 4)
+    ex = nccl_exec.plan(s, "tree", "ll128", 256 * KiB)
+    assert (ex.num_channels, ex.chunk_bytes, ex.syncs, ex.slices, ex.hops_inter) == (2, 18000, 4, 8, 4)
+    assert nccl_exec.serial_steps("tree", ex) == 11
+    bw = nccl.bandwidth_gbps(s, "tree", "ll128")
+    expect = 14.0 + 4 * 8.5 + 256 * KiB / (1000 * bw) + 3 * 18000 / (1000 * bw / 2) + 11 * 3.0 * (1 - 1 / 32)
+    assert nccl_exec.time_us(s, "tree", "ll128", 256 * KiB) == pytest.approx(expect)
+
+
+def test_nvls_pays_every_slice(overheads):
+    # NVLS on one node of 8, 16 channels: 4 MiB cuts the chunk to 16 KiB (an eighth of a full 128 KiB
+    # one); each channel's 256 KiB is 2 loops of 8 chunks, reduced through the switch and broadcast
+    # back: 4 slices, each paying Simple's 2 us for the 7/8 it lacks
+    nv = nccl.NcclGraph(num_channels=16, bw_intra_gbps=40.0, bw_inter_gbps=60.0, nvlink_intra=True)
+    s = nccl.NcclSystem(**{**system(8, 1, channels=12, bw=30.0, cc=90).__dict__, "nvls": nv})
+    ex = nccl_exec.plan(s, "nvls", "simple", 4 * MiB)
+    assert (ex.chunk_bytes, ex.slices, ex.full_slice_bytes) == (16 * KiB, 4, 128 * KiB)
+    assert nccl_exec.serial_steps("nvls", ex) == 4
+    bw = nccl.bandwidth_gbps(s, "nvls", "simple")
+    lat_intra, _ = nccl.hop_latency_us(s, "nvls", "simple")
+    launch = nccl.BASE_LAT_US["nvls"][nccl.PROTOCOLS.index("simple")]
+    expect = launch + lat_intra + 4 * MiB / (1000 * bw) + 2 * 8 * 16 * KiB / (1000 * bw / 16) + 4 * 2.0 * 7 / 8
+    assert nccl_exec.time_us(s, "nvls", "simple", 4 * MiB) == pytest.approx(expect)
 
 
 def test_two_rank_ring_loops_once_per_two_chunks_of_each_rank():

@@ -211,7 +211,8 @@ def fit_overheads(curves: list[tuple[Any, list, float]]) -> dict[str, float]:
                 best = (cost, c)
     finally:
         set_constants(saved)
-    assert best is not None
+    if best is None:
+        raise ValueError(f"no point of the grid keeps every published check within {CHECK_TOLERANCE:.0%}")
     return best[1]
 
 

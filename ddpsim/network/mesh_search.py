@@ -9,7 +9,7 @@ per packing; a packing the greedy first leaf completes stops there). A complete 
 with an odd number of GPUs, or too many to enumerate (AMD MI300X's 8), takes its ``2 x floor((n - 1) /
 2)`` symmetric rings (Hamiltonian cycles taken both ways, on links no earlier one uses), found greedily
 in rank order: every link for an odd n (Walecki's decomposition). With an even n they leave a link per
-GPU idle, so a small one (4 GPUs: an HGX 4-GPU board) is packed like any mesh, its directed cycles
+GPU idle, so a small one (4 or 6 GPUs; 4: an HGX 4-GPU board) is packed like any mesh, its directed cycles
 sharing links as NCCL's search shares them (4 H100, 6 NVLinks a pair: six ring orders, 24 channels).
 """
 

@@ -8,8 +8,10 @@ ncclTopoPostset``, ``topoGetAlgoInfo``), chunks and slices of ``NCCL_STEPS`` = 8
 (``prims_ll.h``), NCCL's per-channel bandwidth (without ``treeCorrectionFactor``) and ``baseLat`` for
 the launch::
 
-    time = launch + hops x hop latency + slices x step overhead x (1 - slice / full slice)
+    time = launch + hops x hop latency + serial slices x step overhead x (1 - slice / full slice)
          + bytes / bandwidth + LL's extra round trips + fill
+
+(serial slices: a ring's and NVLS's every slice; a tree's levels, then its chunks behind the first).
 
 A slice's wait, barrier and post run on the threads that copy it, one slice after the other
 (``prims_simple.h`` ``genericOp``: waitPeer, subBarrier, reduceCopy, barrier, postPeer;
@@ -49,7 +51,7 @@ PCI_BW_GBPS = 24.0  # topo.h PCI_BW: a ring at most this fast runs Simple with 2
 STEP_OVERHEAD_US = {"ll": 0.0, "ll128": 4.0, "simple": 0.5}
 #: (generation: :func:`nccl.arch_index`'s row, protocol) -> its own µs per step, fitted on that
 #: generation's ``normal`` curves alone: Hopper's LL128 (two 4-GPU NVLink4 systems, one over
-#: InfiniBand; ``bench_collective_score.py --loso``)
+#: InfiniBand; ``bench_collective_score.py --loso``); the AMD GPUs share row 2, as the SM90 tables
 GENERATION_STEP_OVERHEAD_US = {(2, "ll128"): 0.0}
 #: µs per LL round trip of threads x 8 data bytes, fitted (module docstring)
 LL_ROUND_TRIP_US = 2.0
@@ -191,9 +193,9 @@ def time_us(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> flo
 
 
 def serial_steps(algo: str, ex: Execution) -> int:
-    """The slices one channel moves one after the other: a ring's every slice, a tree's levels then its
-    pipelined chunks."""
-    return ex.slices if algo == "ring" else ex.syncs + ex.slices - 1
+    """The slices one channel moves one after the other: a ring's and NVLS's every slice, a tree's
+    (and NVLSTree's) levels, then its pipelined chunks behind the first."""
+    return ex.slices if algo in ("ring", "nvls") else ex.syncs + ex.slices - 1
 
 
 def slice_share(algo: str, proto: str, ex: Execution) -> float:

@@ -176,12 +176,6 @@ def constants(ll_round_trip: float, ll128: float, simple: float, hopper_ll128: f
         curve_score.set_constants(saved)
 
 
-def charged_sync_us(sys_: Any, algo: str, proto: str, size: int, ex: Any) -> float:
-    """What ``nccl_exec.time_us`` charges for the slices' synchronisations (each for the share of a full slice it lacks)."""
-    o = nccl_exec.step_overhead_us(sys_, proto)
-    return nccl_exec.serial_steps(algo, ex) * o * (1.0 - nccl_exec.slice_share(algo, proto, ex))
-
-
 def syncs_paid(applies: Callable[[str, str], bool], paid: Callable[[str, Any], int]) -> Callable:
     """``time_us`` with ``paid(algo, execution)`` synchronisations charged in full, instead of
     the share of a full slice each lacks, where ``applies(algo, proto)``."""
@@ -192,7 +186,7 @@ def syncs_paid(applies: Callable[[str, str], bool], paid: Callable[[str, Any], i
         if not applies(algo, proto) or not math.isfinite(t):
             return t
         ex = nccl_exec.plan(sys_, algo, proto, size)
-        return t - charged_sync_us(sys_, algo, proto, size, ex) + paid(algo, ex) * nccl_exec.step_overhead_us(sys_, proto)
+        return t - nccl_exec.sync_us(sys_, algo, proto, ex) + paid(algo, ex) * nccl_exec.step_overhead_us(sys_, proto)
     return time_us
 
 

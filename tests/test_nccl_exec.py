@@ -34,7 +34,7 @@ def test_two_rank_ring_of_one_chunk_by_hand():
     # 2 slices of 8 KiB each = 4 slices one after the other; 2 NVLink hops
     s = system(2, 1)
     ex = nccl_exec.plan(s, "ring", "simple", 64 * KiB)
-    assert (ex.num_channels, ex.thread_fraction, ex.chunk_bytes, ex.full_slice_bytes) == (2, 1.0, 16 * KiB, MiB)
+    assert (ex.num_channels, ex.thread_fraction, ex.chunk_bytes, ex.full_chunk_bytes) == (2, 1.0, 16 * KiB, 2 * MiB)
     assert (ex.syncs, ex.slices, ex.hops_intra, ex.hops_inter, ex.fill_bytes) == (4, 4, 2, 0, 0)
     assert nccl_exec.time_us(s, "ring", "simple", 64 * KiB) == pytest.approx(two_rank_simple_ring_us(64 * KiB, 4, 8 * KiB))
 
@@ -58,7 +58,7 @@ def test_two_rank_ll128_ring_pays_its_generations_step(overheads, cc, step_us):
     assert nccl_exec.step_overhead_us(s, "ll128") == step_us
     assert nccl_exec.step_overhead_us(s, "simple") == 2.0
     ex = nccl_exec.plan(s, "ring", "ll128", 64 * KiB)
-    assert (ex.num_channels, ex.chunk_bytes, ex.slices, ex.hops_intra, ex.full_slice_bytes) == (2, 16 * KiB, 2, 2, 576000)
+    assert (ex.num_channels, ex.chunk_bytes, ex.slices, ex.hops_intra, ex.full_chunk_bytes) == (2, 16 * KiB, 2, 2, 576000)
     transfer = 64 * KiB / (1000 * 18.4)
     expect = 14.0 + 2 * 1.9 + transfer + 2 * step_us * (1 - 16 * KiB / 576000)
     assert nccl_exec.time_us(s, "ring", "ll128", 64 * KiB) == pytest.approx(expect)
@@ -86,7 +86,7 @@ def test_nvls_pays_every_slice(overheads):
     nv = nccl.NcclGraph(num_channels=16, bw_intra_gbps=40.0, bw_inter_gbps=60.0, nvlink_intra=True)
     s = nccl.NcclSystem(**{**system(8, 1, channels=12, bw=30.0, cc=90).__dict__, "nvls": nv})
     ex = nccl_exec.plan(s, "nvls", "simple", 4 * MiB)
-    assert (ex.chunk_bytes, ex.slices, ex.full_slice_bytes) == (16 * KiB, 4, 128 * KiB)
+    assert (ex.chunk_bytes, ex.slices, ex.full_chunk_bytes) == (16 * KiB, 4, 128 * KiB)
     assert nccl_exec.serial_steps("nvls", ex) == 4
     bw = nccl.bandwidth_gbps(s, "nvls", "simple")
     lat_intra, _ = nccl.hop_latency_us(s, "nvls", "simple")

@@ -71,7 +71,7 @@ class Execution:
     thread_fraction: float
     chunk_bytes: int
     syncs: int  # synchronised steps of the first pass (one loop, or the tree's levels)
-    full_slice_bytes: int  # a slice of a message large enough for whole chunks
+    full_chunk_bytes: int  # the chunk of a message large enough for whole ones
     slices: int  # slices one channel moves in all
     hops_intra: int  # hops on the critical path inside a node
     hops_inter: int  # hops across the network
@@ -127,7 +127,7 @@ def plan(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> Execut
         loops = max(1, math.ceil(per_channel / (n * chunk)))
         inter = 2 * (nn - 1) if nn > 1 else 0
         return Execution(**run, chunk_bytes=min(chunk, math.ceil(per_channel / n)), syncs=2 * (n - 1) * slices,
-                         full_slice_bytes=chunk // slices,
+                         full_chunk_bytes=chunk,
                          slices=2 * (n - 1) * slices * loops, hops_intra=2 * (n - 1) - inter, hops_inter=inter,
                          fill_bytes=0)
     if algo == "tree":  # runTreeUpDown: chunks pipelined up then down the levels
@@ -140,7 +140,7 @@ def plan(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> Execut
             while size_bytes // (nc * chunk) < steps_ll128 * 16 / sys.ppn and chunk > 32768:
                 chunk //= 2
         chunk = min(chunk, per_channel)
-        return Execution(**run, chunk_bytes=chunk, syncs=2 * (intra + inter), full_slice_bytes=step,
+        return Execution(**run, chunk_bytes=chunk, syncs=2 * (intra + inter), full_chunk_bytes=step,
                          slices=max(1, math.ceil(per_channel / chunk)), hops_intra=2 * intra, hops_inter=2 * inter,
                          fill_bytes=max(0, 2 * inter - 1) * chunk)
     if algo == "nvls":  # runNvls: nHeads chunks per loop, reduced through the switch, broadcast back
@@ -148,7 +148,7 @@ def plan(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> Execut
         for factor, cut in ((64, 65536), (8, 32768), (2, 16384)):
             if size_bytes < factor * nc * n * chunk and chunk > cut:
                 chunk = cut
-        return Execution(**run, chunk_bytes=chunk, syncs=0, full_slice_bytes=NVLS_CHUNK_BYTES,
+        return Execution(**run, chunk_bytes=chunk, syncs=0, full_chunk_bytes=NVLS_CHUNK_BYTES,
                          slices=2 * max(1, math.ceil(per_channel / (n * chunk))),
                          hops_intra=1, hops_inter=0, fill_bytes=2 * n * min(chunk, math.ceil(per_channel / n)))
     if algo == "nvls_tree":  # NVLS inside each node, the tree's levels between nodes
@@ -157,7 +157,7 @@ def plan(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> Execut
         for factor, cut in ((32, 262144), (16, 131072), (4, 65536), (1, 32768)):
             if size_bytes < factor * nc * sys.ppn * chunk and chunk > cut:
                 chunk = cut
-        return Execution(**run, chunk_bytes=chunk, syncs=2 * inter, full_slice_bytes=NVLS_TREE_MAX_CHUNK_BYTES,
+        return Execution(**run, chunk_bytes=chunk, syncs=2 * inter, full_chunk_bytes=NVLS_TREE_MAX_CHUNK_BYTES,
                          slices=max(1, math.ceil(per_channel / chunk)),
                          hops_intra=1, hops_inter=2 * inter,
                          fill_bytes=2 * inter * min(chunk, per_channel))
@@ -179,16 +179,14 @@ def time_us(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> flo
     """The all-reduce's time in µs, executed as :func:`plan` says; inf when (algo, proto) is disabled."""
     if nccl.bandwidth_gbps(sys, algo, proto) <= 0:
         return math.inf
-    o = step_overhead_us(sys, proto)
     ex = plan(sys, algo, proto, size_bytes)
     bw = bandwidth_gbps(sys, algo, proto, ex)
     lat_intra, lat_inter = nccl.hop_latency_us(sys, algo, proto)
     launch = nccl.BASE_LAT_US[algo][nccl.PROTOCOLS.index(proto)]
     per_channel_bw = bw / ex.num_channels
     transfer = size_bytes / (1000.0 * bw)
-    sync = serial_steps(algo, ex) * o * (1.0 - slice_share(algo, proto, ex))
     fill = ex.fill_bytes / (1000.0 * per_channel_bw)
-    return (launch + ex.hops_intra * lat_intra + ex.hops_inter * lat_inter + sync
+    return (launch + ex.hops_intra * lat_intra + ex.hops_inter * lat_inter + sync_us(sys, algo, proto, ex)
             + transfer + ll_rounds_us(sys, algo, proto, size_bytes, ex) + fill)
 
 
@@ -198,11 +196,10 @@ def serial_steps(algo: str, ex: Execution) -> int:
     return ex.slices if algo in ("ring", "nvls") else ex.syncs + ex.slices - 1
 
 
-def slice_share(algo: str, proto: str, ex: Execution) -> float:
-    """How much of a full slice a slice of this execution is (at most 1): a Simple ring chunk is cut in
-    ``ALLREDUCE_CHUNKSTEPS / ALLREDUCE_SLICESTEPS`` slices, any other chunk is one."""
-    per_chunk = ALLREDUCE_CHUNKSTEPS // ALLREDUCE_SLICESTEPS if (algo == "ring" and proto == "simple") else 1
-    return min(1.0, ex.chunk_bytes / per_chunk / ex.full_slice_bytes)
+def sync_us(sys: nccl.NcclSystem, algo: str, proto: str, ex: Execution) -> float:
+    """The slices' synchronisations: each pays the step overhead for the share of a full slice it lacks
+    (a chunk's slices are cut alike, so a slice's share of a full one is its chunk's)."""
+    return serial_steps(algo, ex) * step_overhead_us(sys, proto) * (1.0 - min(1.0, ex.chunk_bytes / ex.full_chunk_bytes))
 
 
 def ll_rounds_us(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int, ex: Execution) -> float:

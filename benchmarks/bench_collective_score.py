@@ -21,7 +21,8 @@ are InfiniBand / RoCE) apart.
 curve, the 1-128 MiB signed error split by the (algorithm, protocol) the model runs, and the
 error at the curve's largest size, where the time is the bandwidth's (a miss there is the
 bandwidth, not the ramp); ``--markdown``: the per-curve table and the summary as docs/MODEL.md
-holds them.
+holds them; ``--nccl-estimate``: the same scores with NCCL's own ``tuning.cc`` estimate timing the
+configuration it picks (the column docs/MODEL.md sets beside the execution model).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ddpsim.network import nccl, nccl_exec  # noqa: E402
 from ddpsim.network.curve_score import (CASES, WITHIN, band_stats, fit_overheads,  # noqa: E402
                                         fit_points, constants, diagnose_line, load, markdown_lines,
                                         mid_size_ratios,
@@ -110,7 +112,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--diagnose", action="store_true",
                     help="per curve: 1-128 MiB signed error by algo/proto, and the error at the largest size")
     ap.add_argument("--markdown", action="store_true", help="print the per-curve table as docs/MODEL.md holds it")
+    ap.add_argument("--nccl-estimate", action="store_true",
+                    help="score NCCL's own tuning.cc estimate (its ranking key) in place of the execution model")
     args = ap.parse_args(argv)
+    if args.nccl_estimate:
+        nccl_exec.time_us = nccl.time_us  # this process only: the comm model times the choice by the estimate
     meta, points = load(args.curves)
     print(f"{'curve':34s} {'category':11s} {'model (preset nodes ranks options algo)':58s} "
           f"{'<1MiB |e| sgn':>15s} {'1-128MiB':>15s} {'>=256MiB':>15s}")

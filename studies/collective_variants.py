@@ -52,6 +52,9 @@ The mechanisms tried, each read in NCCL's sources:
   A100 curves), where a channel's time is its fullest rank's work: LL / LL128 forward lines as
   they arrive, so a rank's 2(n-1) steps are its serial work (all chunks twice but the two after
   its own); Simple posts whole slices, so its largest chunk sets each of the 2(n-1) steps.
+* **Without the tree's size correction.** The model scales a tree's bandwidth by ``tuning.cc``'s
+  ``treeCorrectionFactor`` where ``ncclTopoGetAlgoTime`` does; here it is left out of the execution
+  (NCCL's choice unchanged), with each changed curve's 1-128 MiB median and its error at 2 and 16 MiB.
 * Kept from before: every LL round trip counted (``prims_ll.h``), other step overheads, a
   per-channel ceiling on ring LL128.
 
@@ -71,7 +74,7 @@ from typing import Any, Callable, Iterator
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ddpsim.network import curve_score, host_costs, nccl_exec  # noqa: E402
+from ddpsim.network import curve_score, host_costs, nccl, nccl_exec  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data" / "nccl-curves"
 MIB = 1 << 20
@@ -215,6 +218,39 @@ def ampere_read(read_us: float, base: Callable) -> Callable:
     return time_us
 
 
+def without_tree_correction() -> Callable:
+    """``time_us`` with the transfer at the bandwidth before ``treeCorrectionFactor``."""
+    base = nccl_exec.time_us
+
+    def time_us(sys_: Any, algo: str, proto: str, size: int) -> float:
+        t = base(sys_, algo, proto, size)
+        factor = nccl.tree_correction(sys_, algo, proto, size)
+        if factor == 1.0 or not math.isfinite(t):
+            return t
+        bw = nccl_exec.bandwidth_gbps(sys_, algo, proto, nccl_exec.plan(sys_, algo, proto, size))
+        return t - size / (1000.0 * bw) * (1.0 / factor - 1.0)
+    return time_us
+
+
+def tree_correction_curves(cases: list, points: dict) -> None:
+    """The curves the tree's size correction moves: 1-128 MiB median |error|, and the error at 2 and
+    16 MiB, without it -> with it."""
+    def stats() -> dict:
+        out = {}
+        for m, _, model in cases:
+            pts = dict(points[m["curve_id"]])
+            at = {s: model.estimate_allreduce(s).time_s * 1e6 / pts[s] - 1 for s in (2 * MIB, 16 * MIB) if s in pts}
+            out[m["curve_id"]] = (mid_errors([(m, _, model)], points)[m["category"]][0][1]["1-128MiB"], at)
+        return out
+    with_it = stats()
+    with patched("time_us", without_tree_correction()):
+        without = stats()
+    for cid, (band, at) in with_it.items():
+        if band != without[cid][0]:
+            sizes = "; ".join(f"{s // MIB} MiB {100 * without[cid][1][s]:+.0f} -> {100 * e:+.0f} %" for s, e in at.items())
+            print(f"  {cid}: {100 * without[cid][0][0]:.1f} -> {100 * band[0]:.1f} %; {sizes}")
+
+
 def every_ll_round(rtt: float) -> Callable:
     """``ll_rounds_us`` counting every round trip of a step, the first included."""
     def rounds(sys_: Any, algo: str, proto: str, size: int, ex: Any) -> float:
@@ -346,7 +382,11 @@ def execution_variants(meta: list, points: dict, cases: list) -> None:
 
 
 def earlier_variants(cases: list, points: dict) -> None:
-    """LL round trips, other step overheads, a ring LL128 ceiling (module docstring)."""
+    """The tree's size correction left out, LL round trips, other step overheads, a ring LL128
+    ceiling (module docstring)."""
+    with patched("time_us", without_tree_correction()):
+        print(line("without the tree's size correction", cases, points))
+    tree_correction_curves(cases, points)
     for rtt in (1.0, 1.5, 2.0):
         with patched("ll_rounds_us", every_ll_round(rtt)):
             print(line(f"every LL round trip, {rtt:g} us", cases, points))

@@ -69,14 +69,34 @@ def test_tree_ll128_pays_its_levels_then_its_chunks(overheads):
     # halved from 576,000 B to 18,000 (calcCollChunking: fewer than steps x 64 / ppn chunks per channel)
     # and 256 KiB on 2 channels is 8 such chunks a channel. One after the other: the 4 levels, then the
     # 7 chunks behind the first, each paying 3 us for the 31/32 of a full step it lacks; the first chunk
-    # fills the 3 levels behind it at one channel's half of the bandwidth
+    # fills the 3 levels behind it at one channel's half of the bandwidth; the message moves at the
+    # 0.6 of the bandwidth tuning.cc's treeCorrectionFactor gives LL128 at log2(256 KiB >> 6) = 12
     s = system(4, 4)
     ex = nccl_exec.plan(s, "tree", "ll128", 256 * KiB)
     assert (ex.num_channels, ex.chunk_bytes, ex.syncs, ex.slices, ex.hops_inter) == (2, 18000, 4, 8, 4)
     assert nccl_exec.serial_steps("tree", ex) == 11
     bw = nccl.bandwidth_gbps(s, "tree", "ll128")
-    expect = 14.0 + 4 * 8.5 + 256 * KiB / (1000 * bw) + 3 * 18000 / (1000 * bw / 2) + 11 * 3.0 * (1 - 1 / 32)
+    expect = 14.0 + 4 * 8.5 + 256 * KiB / (1000 * bw * 0.6) + 3 * 18000 / (1000 * bw / 2) + 11 * 3.0 * (1 - 1 / 32)
     assert nccl_exec.time_us(s, "tree", "ll128", 256 * KiB) == pytest.approx(expect)
+
+
+@pytest.mark.parametrize("vendor, factor", [("intel", 0.7), ("arm", 1.0)])
+def test_nvls_tree_transfer_takes_the_tree_correction_where_nccl_applies_it(vendor, factor):
+    # ncclTopoGetAlgoTime multiplies NVLSTree's bandwidth by treeCorrectionFactor on Blackwell with
+    # x86 CPUs only (Simple at log2(16 MiB >> 6) = 18: 0.7): the execution's transfer term takes it
+    # there and nowhere else; every other term is the same on Grace
+    import dataclasses
+
+    nv = nccl.NcclGraph(num_channels=16, bw_intra_gbps=45.0, bw_inter_gbps=45.0, nvlink_intra=True)
+    x86 = nccl.NcclSystem(**{**system(16, 2, channels=16, bw=45.0, cc=100).__dict__, "nvls": nv})
+    s = dataclasses.replace(x86, cpu_vendor=vendor)
+    ex = nccl_exec.plan(s, "nvls_tree", "simple", 16 * MiB)
+    bw = nccl_exec.bandwidth_gbps(s, "nvls_tree", "simple", ex)
+    untouched = nccl_exec.time_us(s, "nvls_tree", "simple", 16 * MiB) - 16 * MiB / (1000 * bw * factor)
+    assert nccl.tree_correction(s, "nvls_tree", "simple", 16 * MiB) == factor
+    assert nccl.tree_correction(s, "ring", "simple", 16 * MiB) == 1.0
+    assert untouched == pytest.approx(nccl_exec.time_us(x86, "nvls_tree", "simple", 16 * MiB)
+                                      - 16 * MiB / (1000 * bw * 0.7))
 
 
 def test_nvls_pays_every_slice(overheads):
@@ -131,7 +151,8 @@ def test_tree_of_three_levels_by_hand():
     # 8 nodes of one GPU: log2(8) = 3 network levels, up and down = 6 hops and 6 synchronised steps;
     # LL's chunk is one step of 32 KiB (8 lines x 512 threads x 8 data bytes); 1 MiB on 2 channels (1
     # search channel, duplicated) is 16 chunks per channel: the first crosses the 5 further levels
-    # before the pipeline is full
+    # before the pipeline is full; the message moves at treeCorrectionFactor's 0.5 of the bandwidth
+    # (LL at log2(1 MiB >> 6) = 14)
     s = system(8, 8)
     ex = nccl_exec.plan(s, "tree", "ll", 1 * MiB)
     assert (ex.num_channels, ex.hops_intra, ex.hops_inter, ex.syncs, ex.slices) == (2, 0, 6, 6, 16)
@@ -141,7 +162,7 @@ def test_tree_of_three_levels_by_hand():
     bw = nccl.bandwidth_gbps(s, "tree", "ll")  # the two channels share it: bw / 2 each
     wire = MiB  # half a MiB up and down, per channel
     rounds = wire / (512 * 8) - (6 + 16 - 1)  # LL round trips beyond one per step
-    expect = 6.8 + 6 * 5.0 + MiB / (1000 * bw) + rounds * nccl_exec.LL_ROUND_TRIP_US + 5 * 32 * KiB / (1000 * bw / 2)
+    expect = 6.8 + 6 * 5.0 + MiB / (1000 * bw * 0.5) + rounds * nccl_exec.LL_ROUND_TRIP_US + 5 * 32 * KiB / (1000 * bw / 2)
     assert nccl_exec.time_us(s, "tree", "ll", MiB) == pytest.approx(expect)
 
 

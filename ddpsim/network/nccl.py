@@ -186,19 +186,25 @@ def latency_us(sys: NcclSystem, algo: str, proto: str, coll: str = "allreduce") 
     raise AssertionError(algo)
 
 
+def tree_correction(sys: NcclSystem, algo: str, proto: str, size_bytes: int, coll: str = "allreduce") -> float:
+    """``treeCorrectionFactor``: the share of its bandwidth a tree all-reduce of ``size_bytes`` reaches,
+    as ``ncclTopoGetAlgoTime`` applies it (NVLSTree only on Blackwell with x86 CPUs); 1 elsewhere."""
+    log_size = _log2i(size_bytes >> 6) if size_bytes >> 6 > 0 else -1
+    applies = ((algo == "tree" and log_size < 23)
+               or (algo == "nvls_tree" and log_size < 24 and sys.compute_capability >= 100
+                   and sys.cpu_vendor in X86_VENDORS))
+    if coll != "allreduce" or log_size < 0 or not applies:
+        return 1.0
+    return TREE_CORRECTION[PROTOCOLS.index(proto)][log_size]
+
+
 def time_us(sys: NcclSystem, algo: str, proto: str, size_bytes: int, coll: str = "allreduce") -> float:
     """``ncclTopoGetAlgoTime``: lat + nBytes / (1000 * bw) µs with NCCL's corrections; inf if disabled."""
     bw = bandwidth_gbps(sys, algo, proto, coll)
     if bw <= 0:
         return math.inf
     lat = latency_us(sys, algo, proto, coll)
-    p = PROTOCOLS.index(proto)
-    log_size = _log2i(size_bytes >> 6) if size_bytes >> 6 > 0 else -1
-    if algo == "tree" and coll == "allreduce" and 0 <= log_size < 23:
-        bw *= TREE_CORRECTION[p][log_size]
-    if (algo == "nvls_tree" and coll == "allreduce" and 0 <= log_size < 24 and sys.compute_capability >= 100
-            and sys.cpu_vendor in X86_VENDORS):
-        bw *= TREE_CORRECTION[p][log_size]
+    bw *= tree_correction(sys, algo, proto, size_bytes, coll)
     if (algo == "ring" and proto == "simple" and coll == "allreduce" and sys.num_nodes > 1):
         runtime_channels = min(MAXCHANNELS, 2 * sys.ring.num_channels)
         if size_bytes / (runtime_channels * sys.num_ranks) >= 64:

@@ -5,11 +5,12 @@ ncclTopoPostset``, ``topoGetAlgoInfo``), chunks and slices of ``NCCL_STEPS`` = 8
 (``calcCollChunking``, ``device.h``, ``collectives.h``), the pipeline steps of ``device/all_reduce.h``
 (``runRing``, ``runTreeUpDown``, ``runNvls``, with their fill), each step's hop latency (``tuning.cc``
 ``hwLat``, ``getNetOverhead``), a synchronisation per slice for LL128, Simple and NVLS, LL's round trips
-(``prims_ll.h``), NCCL's per-channel bandwidth (without ``treeCorrectionFactor``) and ``baseLat`` for
+(``prims_ll.h``), NCCL's per-channel bandwidth (a tree's and, on Blackwell with x86 CPUs, NVLSTree's
+scaled by the size's ``treeCorrectionFactor``, as ``ncclTopoGetAlgoTime`` does) and ``baseLat`` for
 the launch::
 
     time = launch + hops x hop latency + serial slices x step overhead x (1 - slice / full slice)
-         + bytes / bandwidth + LL's extra round trips + fill
+         + bytes / (bandwidth x tree correction) + LL's extra round trips + fill
 
 (serial slices: a ring's and NVLS's every slice; a tree's levels, then its chunks behind the first).
 
@@ -61,7 +62,7 @@ LL_ROUND_TRIP_US = 2.0
 #: --quantiles``; not centred on 1): the collective term of the recommendation's uncertainty band
 MID_LO_BYTES = 64 * 1024
 MID_HI_BYTES = 64 * 2 ** 20
-MID_SIZE_RATIOS = (0.730, 1.913)
+MID_SIZE_RATIOS = (0.714, 1.913)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -184,7 +185,7 @@ def time_us(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> flo
     lat_intra, lat_inter = nccl.hop_latency_us(sys, algo, proto)
     launch = nccl.BASE_LAT_US[algo][nccl.PROTOCOLS.index(proto)]
     per_channel_bw = bw / ex.num_channels
-    transfer = size_bytes / (1000.0 * bw)
+    transfer = size_bytes / (1000.0 * bw * nccl.tree_correction(sys, algo, proto, size_bytes))
     fill = ex.fill_bytes / (1000.0 * per_channel_bw)
     return (launch + ex.hops_intra * lat_intra + ex.hops_inter * lat_inter + sync_us(sys, algo, proto, ex)
             + transfer + ll_rounds_us(sys, algo, proto, size_bytes, ex) + fill)

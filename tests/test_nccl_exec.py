@@ -88,7 +88,7 @@ def test_nvls_tree_transfer_takes_the_tree_correction_where_nccl_applies_it(vend
     import dataclasses
 
     nv = nccl.NcclGraph(num_channels=16, bw_intra_gbps=45.0, bw_inter_gbps=45.0, nvlink_intra=True)
-    x86 = nccl.NcclSystem(**{**system(16, 2, channels=16, bw=45.0, cc=100).__dict__, "nvls": nv})
+    x86 = dataclasses.replace(system(16, 2, channels=16, bw=45.0, cc=100), nvls=nv)
     s = dataclasses.replace(x86, cpu_vendor=vendor)
     ex = nccl_exec.plan(s, "nvls_tree", "simple", 16 * MiB)
     bw = nccl_exec.bandwidth_gbps(s, "nvls_tree", "simple", ex)

@@ -5,9 +5,9 @@ ncclTopoPostset``, ``topoGetAlgoInfo``), chunks and slices of ``NCCL_STEPS`` = 8
 (``calcCollChunking``, ``device.h``, ``collectives.h``), the pipeline steps of ``device/all_reduce.h``
 (``runRing``, ``runTreeUpDown``, ``runNvls``, with their fill), each step's hop latency (``tuning.cc``
 ``hwLat``, ``getNetOverhead``), a synchronisation per slice for LL128, Simple and NVLS, LL's round trips
-(``prims_ll.h``), NCCL's per-channel bandwidth (a tree's and, on Blackwell with x86 CPUs, NVLSTree's
-scaled by the size's ``treeCorrectionFactor``, as ``ncclTopoGetAlgoTime`` does) and ``baseLat`` for
-the launch::
+(``prims_ll.h``), NCCL's per-channel bandwidth (a tree's message, and on Blackwell with x86 CPUs
+NVLSTree's, moved at the size's ``treeCorrectionFactor`` share of it, as ``ncclTopoGetAlgoTime``
+applies it; the fill at the full per-channel rate) and ``baseLat`` for the launch::
 
     time = launch + hops x hop latency + serial slices x step overhead x (1 - slice / full slice)
          + bytes / (bandwidth x tree correction) + LL's extra round trips + fill

@@ -44,7 +44,7 @@ def overheads(monkeypatch):
     """Step overheads apart from the fitted ones, so that each term shows: LL128 3 us, Simple 2 us,
     and the Hopper row's LL128 7 us."""
     monkeypatch.setattr(nccl_exec, "STEP_OVERHEAD_US", {"ll": 0.0, "ll128": 3.0, "simple": 2.0})
-    monkeypatch.setattr(nccl_exec, "GENERATION_STEP_OVERHEAD_US", {(2, "ll128"): 7.0})
+    monkeypatch.setattr(nccl_exec, "GENERATION_US", {(2, "ll128"): 7.0})
 
 
 @pytest.mark.parametrize("cc, step_us", [(70, 3.0), (80, 3.0), (90, 7.0), (94, 7.0), (100, 3.0)])
@@ -62,6 +62,21 @@ def test_two_rank_ll128_ring_pays_its_generations_step(overheads, cc, step_us):
     transfer = 64 * KiB / (1000 * 18.4)
     expect = 14.0 + 2 * 1.9 + transfer + 2 * step_us * (1 - 16 * KiB / 576000)
     assert nccl_exec.time_us(s, "ring", "ll128", 64 * KiB) == pytest.approx(expect)
+
+
+@pytest.mark.parametrize("cc, rtt", [(70, 2.0), (80, 2.0), (90, 0.5), (100, 2.0)])
+def test_ll_round_trips_take_their_generations_value(monkeypatch, cc, rtt):
+    # 256 KiB with LL on 2 ranks: 2 channels of 128 KiB, each sending 2(n-1)/n of it, 128 KiB, in
+    # round trips of 512 threads x 8 data bytes = 32; its 2 loops of 2(n-1) = 2 steps of one 32 KiB
+    # chunk take one round each, so 28 rounds are extra. The Hopper row has its own round trip (set
+    # apart here: 0.5 us), the others the common one (2 us)
+    monkeypatch.setattr(nccl_exec, "LL_ROUND_TRIP_US", 2.0)
+    monkeypatch.setattr(nccl_exec, "GENERATION_US", {(2, "ll_round_trip"): 0.5})
+    s = system(2, 1, cc=cc)
+    ex = nccl_exec.plan(s, "ring", "ll", 256 * KiB)
+    assert (ex.num_channels, ex.thread_fraction, ex.slices) == (2, 1.0, 4)
+    assert nccl_exec.ll_round_trip_us(s) == rtt
+    assert nccl_exec.ll_rounds_us(s, "ring", "ll", 256 * KiB, ex) == pytest.approx(28 * rtt)
 
 
 def test_tree_ll128_pays_its_levels_then_its_chunks(overheads):

@@ -33,15 +33,16 @@ WITHIN = 0.15
 #: the sizes the step overheads are fitted on, and the grid searched (µs)
 FIT_LO, FIT_HI = 64 * KIB, 128 * MIB
 GRID = {"ll_round_trip": (0.5, 1.0, 1.5, 2.0), "ll128": (0.0, 2.0, 4.0, 6.0, 8.0, 12.0),
-        "simple": (0.0, 0.5, 1.0, 2.0, 4.0), "hopper_ll128": (0.0, 2.0, 4.0, 12.0)}
+        "simple": (0.0, 0.5, 1.0, 2.0, 4.0), "hopper_ll128": (0.0, 2.0, 4.0, 12.0),
+        "hopper_ll_round_trip": (0.0, 1.0, 2.0)}
 #: the published large-message checks of tests/test_collectives.py (sources there), which every fitted set
 #: of constants keeps within :data:`CHECK_TOLERANCE`: preset, nodes, size, forced algorithm, busbw GB/s
 #: (8 V100 at 128 MiB, 8 A100 at 8 GiB, 2 x 8 A100 at 8 GiB, 8 H100 ring at 8 GiB)
 PUBLISHED_CHECKS = (("dgx-v100", 1, 128 * MIB, None, 129.14), ("dgx-a100", 1, 8192 * MIB, None, 230.0),
                     ("dgx-a100", 2, 8192 * MIB, None, 192.0), ("dgx-h100", 1, 8192 * MIB, "ring", 370.0))
 CHECK_TOLERANCE = 0.10
-#: the generation-specific constants: key -> (generation row, protocol) of nccl_exec.GENERATION_STEP_OVERHEAD_US
-GENERATION_KEYS = {"hopper_ll128": (2, "ll128")}
+#: the generation-specific constants: key -> (generation row, constant) of nccl_exec.GENERATION_US
+GENERATION_KEYS = {"hopper_ll128": (2, "ll128"), "hopper_ll_round_trip": (2, "ll_round_trip")}
 
 
 @dataclass(frozen=True)
@@ -172,14 +173,14 @@ def constants() -> dict[str, float]:
     generations' own (µs)."""
     return {"ll_round_trip": nccl_exec.LL_ROUND_TRIP_US, "ll128": nccl_exec.STEP_OVERHEAD_US["ll128"],
             "simple": nccl_exec.STEP_OVERHEAD_US["simple"],
-            **{k: nccl_exec.GENERATION_STEP_OVERHEAD_US[g] for k, g in GENERATION_KEYS.items()}}
+            **{k: nccl_exec.GENERATION_US[g] for k, g in GENERATION_KEYS.items()}}
 
 
 def set_constants(c: dict[str, float]) -> None:
     """Put ``c`` (keys as :func:`constants` gives them; a missing one stays) in :mod:`ddpsim.network.nccl_exec`."""
     nccl_exec.LL_ROUND_TRIP_US = c.get("ll_round_trip", nccl_exec.LL_ROUND_TRIP_US)
     nccl_exec.STEP_OVERHEAD_US.update({k: c[k] for k in ("ll128", "simple") if k in c})
-    nccl_exec.GENERATION_STEP_OVERHEAD_US.update({g: c[k] for k, g in GENERATION_KEYS.items() if k in c})
+    nccl_exec.GENERATION_US.update({g: c[k] for k, g in GENERATION_KEYS.items() if k in c})
 
 
 @functools.cache

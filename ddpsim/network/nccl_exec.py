@@ -23,8 +23,8 @@ slice it lacks: nothing for large messages, the whole overhead for a slice of a 
 :data:`LL_ROUND_TRIP_US` and :data:`STEP_OVERHEAD_US` are fitted, one value for every GPU
 generation and transport, on the ``normal`` public curves, among the values that keep the published
 large-message checks within 10 % (``curve_score.fit_overheads``; ``bench_collective_score.py --loso``);
-:data:`GENERATION_STEP_OVERHEAD_US` sets a generation's own where its curves alone set it apart
-(Hopper's LL128). Details: docs/MODEL.md, "Collective time". Units as :mod:`ddpsim.network.nccl`.
+:data:`GENERATION_US` sets a generation's own where its curves alone set it apart (Hopper's LL128
+step and LL round trip: 0 µs, its NCCL tables already hold them). Details: docs/MODEL.md, "Collective time". Units as :mod:`ddpsim.network.nccl`.
 """
 from __future__ import annotations
 
@@ -50,19 +50,20 @@ PCI_BW_GBPS = 24.0  # topo.h PCI_BW: a ring at most this fast runs Simple with 2
 #: µs of a slice's synchronisation, paid for the share of a full slice it lacks; fitted (module
 #: docstring); LL has none
 STEP_OVERHEAD_US = {"ll": 0.0, "ll128": 4.0, "simple": 0.5}
-#: (generation: :func:`nccl.arch_index`'s row, protocol) -> its own µs per step, fitted on that
-#: generation's ``normal`` curves alone: Hopper's LL128 (two 4-GPU NVLink4 systems, one over
-#: InfiniBand; ``bench_collective_score.py --loso``); the AMD GPUs share row 2, as the SM90 tables
-GENERATION_STEP_OVERHEAD_US = {(2, "ll128"): 0.0}
 #: µs per LL round trip of threads x 8 data bytes, fitted (module docstring)
 LL_ROUND_TRIP_US = 2.0
+#: (generation: :func:`nccl.arch_index`'s row, protocol or "ll_round_trip") -> its own µs, fitted on
+#: that generation's ``normal`` curves alone: Hopper's LL128 step and LL round trip (three 4- and
+#: 8-GPU NVLink4 systems, one over InfiniBand; ``bench_collective_score.py --loso``); the AMD GPUs
+#: share row 2, as the SM90 tables
+GENERATION_US = {(2, "ll128"): 0.0, (2, "ll_round_trip"): 0.0}
 #: how far measured all-reduces fall from this model: measured / model time at the 10th and
 #: 90th percentiles over 196 sizes from 64 KiB to 64 MiB of 20 ``normal`` / ``forced_algo``
 #: public curves of InfiniBand / RoCE / NVLink / PCIe systems (``bench_collective_score.py
 #: --quantiles``; not centred on 1): the collective term of the recommendation's uncertainty band
 MID_LO_BYTES = 64 * 1024
 MID_HI_BYTES = 64 * 2 ** 20
-MID_SIZE_RATIOS = (0.714, 1.913)
+MID_SIZE_RATIOS = (0.745, 1.913)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,7 +174,12 @@ def bandwidth_gbps(sys: nccl.NcclSystem, algo: str, proto: str, ex: Execution) -
 
 def step_overhead_us(sys: nccl.NcclSystem, proto: str) -> float:
     """µs per synchronised step of ``proto`` on ``sys``'s GPU generation."""
-    return GENERATION_STEP_OVERHEAD_US.get((nccl.arch_index(sys.compute_capability), proto), STEP_OVERHEAD_US[proto])
+    return GENERATION_US.get((nccl.arch_index(sys.compute_capability), proto), STEP_OVERHEAD_US[proto])
+
+
+def ll_round_trip_us(sys: nccl.NcclSystem) -> float:
+    """µs per LL round trip on ``sys``'s GPU generation."""
+    return GENERATION_US.get((nccl.arch_index(sys.compute_capability), "ll_round_trip"), LL_ROUND_TRIP_US)
 
 
 def time_us(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> float:
@@ -209,7 +215,7 @@ def ll_rounds_us(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int, e
         return 0.0
     per_round = MAX_THREADS["ll"] * ex.thread_fraction * 8
     rounds = wire_bytes_per_channel(sys, algo, size_bytes, ex.num_channels) / per_round
-    return max(0.0, rounds - serial_steps(algo, ex)) * LL_ROUND_TRIP_US
+    return max(0.0, rounds - serial_steps(algo, ex)) * ll_round_trip_us(sys)
 
 
 def wire_bytes_per_channel(sys: nccl.NcclSystem, algo: str, size_bytes: int, num_channels: int) -> float:

@@ -55,9 +55,10 @@ The mechanisms tried, each read in NCCL's sources:
 * **Without the tree's size correction.** The model scales a tree's bandwidth by ``tuning.cc``'s
   ``treeCorrectionFactor`` where ``ncclTopoGetAlgoTime`` does; here it is left out of the execution
   (NCCL's choice unchanged), with each changed curve's 1-128 MiB median and its error at 2 and 16 MiB.
-* **Hopper's LL round trip at the common value.** The model gives Hopper (``nccl.arch_index`` row 2)
-  its own LL round trip, fitted on its curves (0 us); here it takes the other generations' 2 us,
-  with the error at each size of 512 KiB and more that NCCL runs with LL on the Hopper curves.
+* **Hopper's own constants at the common values.** The model gives Hopper (``nccl.arch_index`` row 2)
+  its own LL128 step and LL round trip, fitted on its curves (0 us each); here each in turn takes
+  the other generations' value, with the Hopper curves' 1-128 MiB median and their error at each
+  size of 512 KiB and more that NCCL runs with LL.
 * Kept from before: every LL round trip counted (``prims_ll.h``), other step overheads, a
   per-channel ceiling on ring LL128.
 
@@ -172,12 +173,10 @@ def overheads(**values: float) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def constants(ll_round_trip: float, ll128: float, simple: float, hopper_ll128: float = 0.0,
-              hopper_ll_round_trip: float = 0.0) -> Iterator[None]:
-    """The fitted constants set for the block."""
+def constants(**values: float) -> Iterator[None]:
+    """The fitted constants named in ``values`` (:func:`curve_score.constants`' keys) set for the block."""
     saved = curve_score.constants()
-    curve_score.set_constants({"ll_round_trip": ll_round_trip, "ll128": ll128, "simple": simple,
-                               "hopper_ll128": hopper_ll128, "hopper_ll_round_trip": hopper_ll_round_trip})
+    curve_score.set_constants(values)
     try:
         yield
     finally:
@@ -256,34 +255,45 @@ def tree_correction_curves(cases: list, points: dict) -> None:
             print(f"  {cid}: {100 * without[cid][0][0]:.1f} -> {100 * band[0]:.1f} %; {sizes}")
 
 
-def hopper_ll_sizes(cases: list, points: dict) -> None:
-    """On the Hopper curves, the error at each LL size from 512 KiB: Hopper's own round trip -> the common one."""
-    def errors() -> dict:
-        out: dict = {}
-        for m, _, model in cases:
-            if nccl.arch_index(model.system.compute_capability) != 2:
-                continue
-            for s, t in points[m["curve_id"]]:
-                e = model.estimate_allreduce(s)
-                if e.protocol == "ll" and s >= MIB // 2:
-                    out.setdefault(m["curve_id"], {})[s] = e.time_s * 1e6 / t - 1
-        return out
-    own = errors()
-    with constants(**{**curve_score.constants(), "hopper_ll_round_trip": nccl_exec.LL_ROUND_TRIP_US}):
-        print(line("Hopper's LL round trip at the common value", cases, points))
-        common = errors()
-    for cid, errs in own.items():
-        print(f"  {cid}: " + "; ".join(f"{s // 1024} KiB {100 * common[cid][s]:+.0f} -> {100 * e:+.0f} %"
-                                       for s, e in errs.items()))
+def hopper_errors(cases: list, points: dict) -> dict:
+    """Per Hopper curve: its 1-128 MiB median |error| and the signed error at each LL size from 512 KiB."""
+    out: dict = {}
+    for m, _, model in cases:
+        if nccl.arch_index(model.system.compute_capability) != 2:
+            continue
+        band = mid_errors([(m, _, model)], points)[m["category"]][0][1]["1-128MiB"]
+        ll = {}
+        for s, t in points[m["curve_id"]]:
+            e = model.estimate_allreduce(s)
+            if e.protocol == "ll" and s >= MIB // 2:
+                ll[s] = e.time_s * 1e6 / t - 1
+        out[m["curve_id"]] = (band[0] if band else math.nan, ll)
+    return out
+
+
+def hopper_constants(cases: list, points: dict) -> None:
+    """Each of Hopper's own constants at the common value: the Hopper curves' 1-128 MiB median and
+    LL sizes, the common value -> Hopper's own."""
+    own = hopper_errors(cases, points)
+    for key, common in (("hopper_ll128", nccl_exec.STEP_OVERHEAD_US["ll128"]),
+                        ("hopper_ll_round_trip", nccl_exec.LL_ROUND_TRIP_US)):
+        with constants(**{key: common}):
+            print(line(f"{key} at the common {common:g} us", cases, points))
+            other = hopper_errors(cases, points)
+        for cid, (band, ll) in own.items():
+            sizes = "; ".join(f"{s // 1024} KiB {100 * other[cid][1][s]:+.0f} -> {100 * e:+.0f} %" for s, e in ll.items())
+            print(f"  {cid}: 1-128 MiB {100 * other[cid][0]:.1f} -> {100 * band:.1f} %" + (f"; LL {sizes}" if sizes else ""))
 
 
 def every_ll_round(rtt: float) -> Callable:
-    """``ll_rounds_us`` counting every round trip of a step, the first included."""
+    """``ll_rounds_us`` counting every round trip of a step, the first included, at ``rtt`` (a
+    generation with its own round trip keeps it)."""
     def rounds(sys_: Any, algo: str, proto: str, size: int, ex: Any) -> float:
         if proto != "ll":
             return 0.0
         per_round = nccl_exec.MAX_THREADS["ll"] * ex.thread_fraction * 8
-        return nccl_exec.wire_bytes_per_channel(sys_, algo, size, ex.num_channels) / per_round * rtt
+        own = nccl_exec.GENERATION_US.get((nccl.arch_index(sys_.compute_capability), "ll_round_trip"), rtt)
+        return nccl_exec.wire_bytes_per_channel(sys_, algo, size, ex.num_channels) / per_round * own
     return rounds
 
 
@@ -389,16 +399,16 @@ def execution_variants(meta: list, points: dict, cases: list) -> None:
         grid = {**SERIAL_GRID, "ll_round_trip": (1.0,)}
         print(refit_line("  the same, LL's round trip kept at 1 us", meta, points, cases, grid))
     for simple in (0.5, 1.0, 2.0):
-        with patched("time_us", first_pass_syncs(("ll128", "simple"))), constants(2.0, 4.0, simple):
+        with patched("time_us", first_pass_syncs(("ll128", "simple"))), constants(ll_round_trip=2.0, ll128=4.0, simple=simple):
             print(line(f"  the same, LL 2 / LL128 4 / Simple {simple:g} us", cases, points))
     for read in (2.0, 3.0, 4.0):
         with patched("time_us", ampere_read(read, nccl_exec.time_us)):
             print(line(f"P2P read on Ampere, {read:g} us per Simple slice", cases, points))
-        with patched("time_us", ampere_read(read, first_pass_syncs(("ll128",)))), constants(2.0, 4.0, 0.5):
+        with patched("time_us", ampere_read(read, first_pass_syncs(("ll128",)))), constants(ll_round_trip=2.0, ll128=4.0, simple=0.5):
             print(line("  with LL128's first pass not hidden (4 us)", cases, points))
     print(line("torch curves less their host path, 30 us", cases, without_host_path(meta, points, 30.0)))
     print(torch_floor(cases, points))
-    with patched("time_us", ampere_read(3.0, first_pass_syncs(("ll128",)))), constants(2.0, 4.0, 0.5):
+    with patched("time_us", ampere_read(3.0, first_pass_syncs(("ll128",)))), constants(ll_round_trip=2.0, ll128=4.0, simple=0.5):
         print(line("  30 us, P2P read 3 us, LL128's first pass 4 us", cases, without_host_path(meta, points, 30.0)))
     for whole, label in ((True, "last ring loop whole (idle channels)"),
                          (False, "last ring loop as v2.8-v2.18 round it")):
@@ -413,7 +423,7 @@ def earlier_variants(cases: list, points: dict) -> None:
     with patched("time_us", without_tree_correction()):
         print(line("without the tree's size correction", cases, points))
     tree_correction_curves(cases, points)
-    hopper_ll_sizes(cases, points)
+    hopper_constants(cases, points)
     for rtt in (1.0, 1.5, 2.0):
         with patched("ll_rounds_us", every_ll_round(rtt)):
             print(line(f"every LL round trip, {rtt:g} us", cases, points))

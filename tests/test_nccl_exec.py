@@ -67,7 +67,7 @@ def test_two_rank_ll128_ring_pays_its_generations_step(overheads, cc, step_us):
 @pytest.mark.parametrize("cc, rtt", [(70, 2.0), (80, 2.0), (90, 0.5), (100, 2.0)])
 def test_ll_round_trips_take_their_generations_value(monkeypatch, cc, rtt):
     # 256 KiB with LL on 2 ranks: 2 channels of 128 KiB, each sending 2(n-1)/n of it, 128 KiB, in
-    # round trips of 512 threads x 8 data bytes = 32; its 2 loops of 2(n-1) = 2 steps of one 32 KiB
+    # round trips of 512 threads x 8 data bytes (4 KiB each): 32 round trips; its 2 loops of 2(n-1) = 2 steps of one 32 KiB
     # chunk take one round each, so 28 rounds are extra. The Hopper row has its own round trip (set
     # apart here: 0.5 us), the others the common one (2 us)
     monkeypatch.setattr(nccl_exec, "LL_ROUND_TRIP_US", 2.0)

@@ -53,9 +53,9 @@ STEP_OVERHEAD_US = {"ll": 0.0, "ll128": 4.0, "simple": 0.5}
 #: µs per LL round trip of threads x 8 data bytes, fitted (module docstring)
 LL_ROUND_TRIP_US = 2.0
 #: (generation: :func:`nccl.arch_index`'s row, protocol or "ll_round_trip") -> its own µs, fitted on
-#: that generation's ``normal`` curves alone: Hopper's LL128 step and LL round trip (three 4- and
-#: 8-GPU NVLink4 systems, one over InfiniBand; ``bench_collective_score.py --loso``); the AMD GPUs
-#: share row 2, as the SM90 tables
+#: that generation's ``normal`` curves alone: Hopper's LL128 step and LL round trip (two 4-GPU NVLink4
+#: systems, one also over InfiniBand; ``bench_collective_score.py --loso``); the AMD GPUs share row
+#: 2, as the SM90 tables
 GENERATION_US = {(2, "ll128"): 0.0, (2, "ll_round_trip"): 0.0}
 #: how far measured all-reduces fall from this model: measured / model time at the 10th and
 #: 90th percentiles over 196 sizes from 64 KiB to 64 MiB of 20 ``normal`` / ``forced_algo``

@@ -79,6 +79,17 @@ def test_ll_round_trips_take_their_generations_value(monkeypatch, cc, rtt):
     assert nccl_exec.ll_rounds_us(s, "ring", "ll", 256 * KiB, ex) == pytest.approx(28 * rtt)
 
 
+@pytest.mark.parametrize("nodes, chunk", [(3, 72000), (4, 36000)])
+def test_tree_ll128_chunk_counts_nccls_floor_of_the_node_levels(nodes, chunk):
+    # calcCollChunking's LL128 tree: nsteps = 1 + log2i(nNodes) + 0.1 ppn, log2i a floor: 2.1 on 3
+    # nodes, 3.1 on 4. 5,760,000 B on 2 channels: 576,000 -> 72,000 while under nsteps x 64 / ppn
+    # chunks a channel (above 131,072), then halved while under nsteps x 16: 5,760,000 / (2 x 72,000)
+    # = 40 chunks, under 3.1 x 16 = 49.6 but not under 2.1 x 16 = 33.6. The tree still has
+    # ceil(log2 3) = 2 levels up and down
+    ex = nccl_exec.plan(system(nodes, nodes), "tree", "ll128", 5_760_000)
+    assert (ex.num_channels, ex.chunk_bytes, ex.hops_inter) == (2, chunk, 4)
+
+
 def test_tree_ll128_pays_its_levels_then_its_chunks(overheads):
     # 4 nodes of one GPU: 2 network levels, 4 synchronised hops up and down; LL128's tree chunk is
     # halved from 576,000 B to 18,000 (calcCollChunking: fewer than steps x 64 / ppn chunks per channel)

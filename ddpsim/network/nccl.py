@@ -107,7 +107,8 @@ class NcclSystem:
         return g
 
 
-def _log2i(x: int) -> int:
+def log2i(x: int) -> int:
+    """NCCL's ``log2i``: floor(log2(x)), 0 below 2."""
     return max(0, int(x).bit_length() - 1)
 
 
@@ -178,18 +179,18 @@ def latency_us(sys: NcclSystem, algo: str, proto: str, coll: str = "allreduce") 
         n_inter = 0 if nn == 1 else (2 * (nn - 1) if coll == "allreduce" else nn - 1)
         return lat + (nsteps - n_inter) * intra + n_inter * inter
     if algo == "tree":
-        return lat + 2 * ((ppn - 1) * intra + _log2i(nn) * inter)
+        return lat + 2 * ((ppn - 1) * intra + log2i(nn) * inter)
     if algo == "nvls":
         return intra + (inter if nn > 1 else 0.0)
     if algo == "nvls_tree":
-        return lat + intra + 2 * _log2i(nn) * inter
+        return lat + intra + 2 * log2i(nn) * inter
     raise AssertionError(algo)
 
 
 def tree_correction(sys: NcclSystem, algo: str, proto: str, size_bytes: int, coll: str = "allreduce") -> float:
     """``treeCorrectionFactor``: the share of its bandwidth a tree all-reduce of ``size_bytes`` reaches,
     as ``ncclTopoGetAlgoTime`` applies it (NVLSTree only on Blackwell with x86 CPUs); 1 elsewhere."""
-    log_size = _log2i(size_bytes >> 6) if size_bytes >> 6 > 0 else -1
+    log_size = log2i(size_bytes >> 6) if size_bytes >> 6 > 0 else -1
     applies = ((algo == "tree" and log_size < 23)
                or (algo == "nvls_tree" and log_size < 24 and sys.compute_capability >= 100
                    and sys.cpu_vendor in X86_VENDORS))

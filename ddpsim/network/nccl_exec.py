@@ -135,8 +135,8 @@ def plan(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> Execut
     if algo == "tree":  # runTreeUpDown: chunks pipelined up then down the levels
         intra, inter = _levels(sys)
         chunk = step
-        if proto == "ll128":  # enqueue.cc calcCollChunking: NCCL_ALGO_TREE with LL128
-            steps_ll128 = 1 + inter + 0.1 * sys.ppn
+        if proto == "ll128":  # enqueue.cc calcCollChunking: NCCL_ALGO_TREE with LL128 (log2i: floor)
+            steps_ll128 = 1 + nccl.log2i(nn) + 0.1 * sys.ppn
             while size_bytes // (nc * chunk) < steps_ll128 * 64 / sys.ppn and chunk > 131072:
                 chunk //= 2
             while size_bytes // (nc * chunk) < steps_ll128 * 16 / sys.ppn and chunk > 32768:

@@ -97,9 +97,14 @@ def mid_errors(cases: list, points: dict) -> dict[str, list[tuple[str, dict]]]:
     """Per category, each curve's band statistics with the model as it is now."""
     out: dict[str, list[tuple[str, dict]]] = {"normal": [], "forced_algo": []}
     for m, _, model in cases:
-        res = [(s, t, model.estimate_allreduce(s).time_s * 1e6, "") for s, t in points[m["curve_id"]]]
-        out[m["category"]].append((m["curve_id"], curve_score.band_stats(res)))
+        out[m["category"]].append((m["curve_id"], curve_bands(m, model, points)))
     return out
+
+
+def curve_bands(m: dict, model: Any, points: dict) -> dict:
+    """One curve's band statistics (``curve_score.band_stats``) with the model as it is now."""
+    res = [(s, t, model.estimate_allreduce(s).time_s * 1e6, "") for s, t in points[m["curve_id"]]]
+    return curve_score.band_stats(res)
 
 
 def checks() -> str:
@@ -244,7 +249,7 @@ def tree_correction_curves(cases: list, points: dict) -> None:
         for m, _, model in cases:
             pts = dict(points[m["curve_id"]])
             at = {s: model.estimate_allreduce(s).time_s * 1e6 / pts[s] - 1 for s in (2 * MIB, 16 * MIB) if s in pts}
-            out[m["curve_id"]] = (mid_errors([(m, _, model)], points)[m["category"]][0][1]["1-128MiB"], at)
+            out[m["curve_id"]] = (curve_bands(m, model, points)["1-128MiB"], at)
         return out
     with_it = stats()
     with patched("time_us", without_tree_correction()):
@@ -261,7 +266,7 @@ def hopper_errors(cases: list, points: dict) -> dict:
     for m, _, model in cases:
         if nccl.arch_index(model.system.compute_capability) != 2:
             continue
-        band = mid_errors([(m, _, model)], points)[m["category"]][0][1]["1-128MiB"]
+        band = curve_bands(m, model, points)["1-128MiB"]
         ll = {}
         for s, t in points[m["curve_id"]]:
             e = model.estimate_allreduce(s)
@@ -285,16 +290,14 @@ def hopper_constants(cases: list, points: dict) -> None:
             print(f"  {cid}: 1-128 MiB {100 * other[cid][0]:.1f} -> {100 * band:.1f} %" + (f"; LL {sizes}" if sizes else ""))
 
 
-def every_ll_round(rtt: float) -> Callable:
-    """``ll_rounds_us`` counting every round trip of a step, the first included, at ``rtt`` (a
-    generation with its own round trip keeps it)."""
-    def rounds(sys_: Any, algo: str, proto: str, size: int, ex: Any) -> float:
-        if proto != "ll":
-            return 0.0
-        per_round = nccl_exec.MAX_THREADS["ll"] * ex.thread_fraction * 8
-        own = nccl_exec.GENERATION_US.get((nccl.arch_index(sys_.compute_capability), "ll_round_trip"), rtt)
-        return nccl_exec.wire_bytes_per_channel(sys_, algo, size, ex.num_channels) / per_round * own
-    return rounds
+def every_ll_round(sys_: Any, algo: str, proto: str, size: int, ex: Any) -> float:
+    """``ll_rounds_us`` counting every round trip of a step, the first included, each at the
+    generation's round trip (``nccl_exec.ll_round_trip_us``)."""
+    if proto != "ll":
+        return 0.0
+    per_round = nccl_exec.MAX_THREADS["ll"] * ex.thread_fraction * 8
+    return (nccl_exec.wire_bytes_per_channel(sys_, algo, size, ex.num_channels) / per_round
+            * nccl_exec.ll_round_trip_us(sys_))
 
 
 def ll128_ceiling(gbps: float) -> Callable:
@@ -425,7 +428,7 @@ def earlier_variants(cases: list, points: dict) -> None:
     tree_correction_curves(cases, points)
     hopper_constants(cases, points)
     for rtt in (1.0, 1.5, 2.0):
-        with patched("ll_rounds_us", every_ll_round(rtt)):
+        with patched("ll_rounds_us", every_ll_round), patched("LL_ROUND_TRIP_US", rtt):
             print(line(f"every LL round trip, {rtt:g} us", cases, points))
     for simple in (8.0, 12.0):
         for ll128 in (12.0, 16.0):

@@ -3,7 +3,7 @@
 ``ncclTopoGetAlgoTime`` is a ranking key): the run-time channels and threads (``connect.cc
 ncclTopoPostset``, ``topoGetAlgoInfo``), chunks and slices of ``NCCL_STEPS`` = 8 slots
 (``calcCollChunking``, ``device.h``, ``collectives.h``), the pipeline steps of ``device/all_reduce.h``
-(``runRing``, ``runTreeUpDown``, ``runNvls``, with their fill), each step's hop latency (``tuning.cc``
+(``runRing``, ``runTreeSplit``, ``runNvls``, with their fill), each step's hop latency (``tuning.cc``
 ``hwLat``, ``getNetOverhead``), a synchronisation per slice for LL128, Simple and NVLS, LL's round trips
 (``prims_ll.h``), NCCL's per-channel bandwidth (a tree's message, and on Blackwell with x86 CPUs
 NVLSTree's, moved at the size's ``treeCorrectionFactor`` share of it, as ``ncclTopoGetAlgoTime``
@@ -24,7 +24,8 @@ slice it lacks: nothing for large messages, the whole overhead for a slice of a 
 generation and transport, on the ``normal`` public curves, among the values that keep the published
 large-message checks within 10 % (``curve_score.fit_overheads``; ``bench_collective_score.py --loso``);
 :data:`GENERATION_US` sets a generation's own where its curves alone set it apart (Hopper's LL128
-step and LL round trip: 0 µs, its NCCL tables already hold them). Details: docs/MODEL.md, "Collective time". Units as :mod:`ddpsim.network.nccl`.
+step and LL round trip: 0 µs, its NCCL tables already hold them). Details: docs/MODEL.md,
+"Collective time". Units as :mod:`ddpsim.network.nccl`.
 """
 from __future__ import annotations
 
@@ -132,7 +133,7 @@ def plan(sys: nccl.NcclSystem, algo: str, proto: str, size_bytes: int) -> Execut
                          full_chunk_bytes=chunk,
                          slices=2 * (n - 1) * slices * loops, hops_intra=2 * (n - 1) - inter, hops_inter=inter,
                          fill_bytes=0)
-    if algo == "tree":  # runTreeUpDown: chunks pipelined up then down the levels
+    if algo == "tree":  # runTreeSplit: each chunk up the levels then down, the chunks pipelined
         intra, inter = _levels(sys)
         chunk = step
         if proto == "ll128":  # enqueue.cc calcCollChunking: NCCL_ALGO_TREE with LL128 (log2i: floor)

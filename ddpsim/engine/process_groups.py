@@ -25,7 +25,6 @@ class GroupStreams:
     def __init__(self, eng: Any, n: int) -> None:
         self.eng = eng
         self.n = n
-        eng.combine_weights = sum  # compute pays every group's share at once
         self._demand: dict[int, float] = {}  # rate() asks it for every collective in flight, at every change
         self._latency_s = eng.duration_s(1, False)
         self.capacity = self.demand(CAPACITY_PROBE_BYTES)
@@ -75,6 +74,4 @@ class GroupStreams:
                 f = min(1.0, self.capacity / sum(finite))
                 w = eng.bandwidth_share(c.size_bytes, False, eng.duration_s(c.size_bytes, False))
                 r = 1.0 / ((1.0 - w) + w / f)
-        if eng.interfere and eng.busy > 0:
-            r /= eng.comm_slow
-        return r
+        return r * eng.comm_pace() if eng.interfere else r

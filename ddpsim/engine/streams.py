@@ -148,8 +148,9 @@ class Engine:
             raise InputError(f"{where}comm_lanes: {self.lanes!r} is not accepted; expected an integer >= 1")
         #: collectives in progress (the multi-lane stream, or every round-robin group's)
         self.running: list[Coll] = []
-        #: compute's slowdown weight from their shares: the largest (round-robin groups: their sum)
-        self.combine_weights: Callable = max
+        #: compute's slowdown weight from their shares: the largest; round-robin groups
+        #: (:mod:`ddpsim.engine.process_groups`) run at once, so compute pays their sum
+        self.combine_weights: Callable = sum if config.process_groups > 1 else max
         #: ranks blocked in a wait (fast path; the slow path's ``busy`` counts the others)
         self.waiting = 0
         self.interfere = config.interference != Interference()
@@ -289,10 +290,6 @@ class Engine:
 
     def comm_stream(self) -> Iterator[simpy.Event]:
         env = self.env
-
-        def rate() -> float:  # 1/comm_slowdown while any rank computes
-            return 1.0 / self.comm_slow if self.busy > 0 else 1.0
-
         free_s = 0.0
         i = 0
         while True:
@@ -312,7 +309,7 @@ class Engine:
                     if c.work_s > 0:
                         yield env.timeout(c.work_s)
                 else:
-                    yield from self.advance(c.work_s, rate, extra)
+                    yield from self.advance(c.work_s, self.comm_pace, extra)
                 self.comm_active = False
                 self._notify()
                 c.end_s = env.now
@@ -340,9 +337,13 @@ class Engine:
         n = len(self.running)
         return 1.0 if n <= 1 else self.ask("concurrent_rate", c.kind, c.size_bytes, n, positive=True)
 
+    def comm_pace(self) -> float:
+        """A collective's pace from interference alone: ``1/comm_slowdown`` while any rank computes."""
+        return 1.0 / self.comm_slow if self.busy > 0 else 1.0
+
     def lane_rate(self, c: Coll) -> float:
-        """A lane's pace: :meth:`rate`, ``/comm_slowdown`` while any rank computes."""
-        return (1.0 / self.comm_slow if self.busy > 0 else 1.0) * self.rate(c)
+        """A lane's pace: :meth:`rate` at :meth:`comm_pace`."""
+        return self.comm_pace() * self.rate(c)
 
     def comm_lanes(self) -> Iterator[simpy.Event]:
         """The process group's queue worked by ``lanes`` threads (ProcessGroupGloo): collectives

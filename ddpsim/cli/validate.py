@@ -152,26 +152,31 @@ def run(args: argparse.Namespace) -> int:
                        repeats=args.repeats, bucket_timing=not args.no_bucket_timing, num_threads=args.num_threads,
                        timeout_s=args.timeout_s, capture=not args.scenario_trace, launch_mode=args.launch or "point",
                        **common)
-    s = res["summary"]
     print(f"validate: wrote {res['out']}/validation.md, validation.csv, validation.json"
           f"{'' if args.no_plots else ', validation.png, validation_timeline.png'}")
-    if s:
-        print(f"validate: median |error| {s['median_abs_error_pct']:.1f} % over {s['num_points']} points; "
-              f"{s['num_in_band_or_within_10pct']}/{s['num_points']} in band or within 10 %; measured best "
-              f"{s['measured_best']}, predicted best {s['predicted_best']} ({s['predicted_best_gap_pct']:.1f} % from it"
-              + ("" if s.get("best_pair_run_spread_pct") is None else
-                 f", {'inside' if s['predicted_best_gap_within_spread'] else 'beyond'} their run spread "
-                 f"{s['best_pair_run_spread_pct']:.1f} %")
-              + ("" if s.get("best_pair_gap_ci95_pct") is None else
-                 f"; paired by round {s['best_pair_gap_ci95_pct'][0]:+.1f}..{s['best_pair_gap_ci95_pct'][1]:+.1f} %, "
-                 f"criterion {s['best_cap_verdict']}"
-                 + ("" if s.get("best_pair_rounds_to_decide") is None else
-                    f", about {s['best_pair_rounds_to_decide']} rounds would decide it"))
-              + "); "
-              f"plan matches: {str(s['plan_matches_all']).lower()}"
-              + ("" if not s.get("num_with_interval") else
-                 f"; inside the 80 % prediction interval: {s['num_in_interval']}/{s['num_with_interval']}"))
+    if res["summary"]:
+        print(answer_line(res["summary"]))
     return 0
+
+
+def answer_line(s: dict[str, Any]) -> str:
+    """A validation's summary in one line: the error, the best caps and how far apart, the plans."""
+    best = f"{s['predicted_best_gap_pct']:.1f} % from it"
+    if s.get("best_pair_run_spread_pct") is not None:
+        where = "inside" if s["predicted_best_gap_within_spread"] else "beyond"
+        best += f", {where} their run spread {s['best_pair_run_spread_pct']:.1f} %"
+    if s.get("best_pair_gap_ci95_pct") is not None:
+        lo, hi = s["best_pair_gap_ci95_pct"][:2]
+        best += f"; paired by round {lo:+.1f}..{hi:+.1f} %, criterion {s['best_cap_verdict']}"
+        if s.get("best_pair_rounds_to_decide") is not None:
+            best += f", about {s['best_pair_rounds_to_decide']} rounds would decide it"
+    line = (f"validate: median |error| {s['median_abs_error_pct']:.1f} % over {s['num_points']} points; "
+            f"{s['num_in_band_or_within_10pct']}/{s['num_points']} in band or within 10 %; measured best "
+            f"{s['measured_best']}, predicted best {s['predicted_best']} ({best}); "
+            f"plan matches: {str(s['plan_matches_all']).lower()}")
+    if s.get("num_with_interval"):
+        line += f"; inside the 80 % prediction interval: {s['num_in_interval']}/{s['num_with_interval']}"
+    return line
 
 
 def validate_zoo(args: argparse.Namespace, models: list[str]) -> int:

@@ -158,8 +158,12 @@ def best_cap_verdict(gap_pct: float, ci: tuple[float, float, int] | None) -> str
         return "met"
     if ci is None:
         return None
-    tolerance = BEST_CAP_TOLERANCE_PCT
-    return "met" if ci[1] <= tolerance else "missed" if ci[0] > tolerance else "unresolved"
+    lo, hi, _ = ci
+    if hi <= BEST_CAP_TOLERANCE_PCT:
+        return "met"
+    if lo > BEST_CAP_TOLERANCE_PCT:
+        return "missed"
+    return "unresolved"
 
 
 def summary_figures(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -109,27 +109,34 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines + _table_lines(data["rows"]) + _bucket_lines(data.get("buckets") or {}))
 
 
+def _calibration_text(data: dict[str, Any], inter: dict[str, Any]) -> str:
+    """The calibration's slowdowns and DDP overhead the prediction used."""
+    text = f"compute_slowdown {inter.get('compute_slowdown', 1.0):.3f}"
+    probe = inter.get("fitted_to_probe")
+    if probe:
+        forward = (f", whose forward ran {probe['probe_forward_factor']:.3f}x its trace's under DDP"
+                   if "probe_forward_factor" in probe else "")
+        text += (f" (fitted to the calibration's DDP probe{forward}; the microbenchmark's: "
+                 f"{inter['microbenchmark']['compute_slowdown']:.3f})")
+    text += f", comm_slowdown {inter.get('comm_slowdown', 1.0):.3f}"
+    overhead, measured = data.get("ddp_iteration_overhead_s"), data.get("ddp_iteration_overhead_measured_s")
+    if overhead is not None:
+        text += f", DDP overhead {overhead * 1e3:.3f} ms per iteration"
+        if measured not in (None, overhead):
+            text += f" (the executor's residue against the loop curve: {measured * 1e3:.3f} ms)"
+    return text
+
+
 def _setup_lines(data: dict[str, Any]) -> list[str]:
-    """The title, what ran against what (the calibration's slowdowns and DDP overhead the prediction
-    used), the calibration's warning, what is compared, and ``--reanalyze``."""
+    """The title, what ran against what (:func:`_calibration_text`), the calibration's warning, what
+    is compared, and ``--reanalyze``."""
     inter = data.get("interference") or {}
-    calibration = (f"compute_slowdown {inter.get('compute_slowdown', 1.0):.3f}"
-                  + (" (fitted to the calibration's DDP probe"
-                     + (f", whose forward ran {inter['fitted_to_probe']['probe_forward_factor']:.3f}x its trace's under DDP"
-                        if "probe_forward_factor" in inter.get("fitted_to_probe", {}) else "")
-                     + f"; the microbenchmark's: {inter['microbenchmark']['compute_slowdown']:.3f})"
-                     if inter.get("fitted_to_probe") else "")
-                  + f", comm_slowdown {inter.get('comm_slowdown', 1.0):.3f}"
-                  + ("" if data.get("ddp_iteration_overhead_s") is None else
-                     f", DDP overhead {data['ddp_iteration_overhead_s'] * 1e3:.3f} ms per iteration"
-                     + ("" if data.get("ddp_iteration_overhead_measured_s") in (None, data["ddp_iteration_overhead_s"]) else
-                        f" (the executor's residue against the loop curve: {data['ddp_iteration_overhead_measured_s'] * 1e3:.3f} ms)")))
     lines = [f"# Validation: {data['scenario']}", "",
              f"Real DDP ({data['world_size']} gloo ranks on this CPU host, {data['num_threads']} thread(s) per rank; "
              f"model `{data['model']}`, batch {data['batch_size']} per rank; {data['warmup']} warm-up + "
              f"{data['iterations']} measured iterations x {data['repeats']} runs per point, round-robin) against "
              f"ddpsim's prediction from the scenario's trace and ONE machine calibration (`{data['calibration']}`: "
-             + calibration + ").",
+             + _calibration_text(data, inter) + ").",
              "", f"Prediction trace: `{data['trace']}`.", ""]
     warn = clamped_fit_warning(inter.get("fitted_to_probe"))
     if warn:

@@ -108,7 +108,9 @@ def _hooks(bwd_ops: Sequence[CpuOp], grads: Sequence[CpuOp], done: DeviceDone,
     finished the work launched before the op ended."""
     evals = [o for o in bwd_ops if o.name == _EVALUATE_ACCUMULATE]  # start order
     starts = [e.ts for e in evals]
-    by_tid = {tid: [e for e in evals if e.tid == tid] for tid in {e.tid for e in evals}}
+    by_tid: dict[object, list[CpuOp]] = {}
+    for e in evals:
+        by_tid.setdefault(e.tid, []).append(e)
     tid_starts = {tid: [e.ts for e in es] for tid, es in by_tid.items()}
     ar = [o.ts for o in bwd_ops if o.name == "c10d::allreduce_"]
     out = []

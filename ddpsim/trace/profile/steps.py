@@ -141,8 +141,10 @@ class SpanIndex:
     """The union of some CPU spans, per thread, for fast "is this time inside one?" queries."""
 
     def __init__(self, spans: Sequence[tuple[float, float, object]]) -> None:
-        tids = {tid for _, _, tid in spans}
-        self._spans = {t: merge_intervals((a, b) for a, b, tid in spans if tid == t) for t in tids}
+        per_tid: dict[object, list[tuple[float, float]]] = {}
+        for a, b, tid in spans:
+            per_tid.setdefault(tid, []).append((a, b))
+        self._spans = {tid: merge_intervals(v) for tid, v in per_tid.items()}
         self._starts = {tid: [a for a, _ in m] for tid, m in self._spans.items()}
 
     def holds(self, t: float, tid: object) -> bool:

@@ -7,8 +7,9 @@ full, if the current one has a node whose result is used outside it. Per graph t
 records exactly those facts, so that :mod:`ddpsim.plan.compiled` redoes the split for any cap
 without torch: ``users[i]`` (the smallest walk index using node i's result; -1 the output, None
 nothing), ``uses`` (``(node, param_index, nbytes)`` in DDPOptimizer's order), ``inputs[i]`` (a
-node's inputs needing a gradient in ``torch/fx/passes/split_module.py``'s order: a split
-subgraph's placeholders and its compiled backward's next edges, :mod:`ddpsim.plan.autograd_order`)
+node's trainable parameters and the nodes it reads, needing a gradient or not, in
+``torch/fx/passes/split_module.py``'s order: a split subgraph's placeholders and its compiled
+backward's next edges, :mod:`ddpsim.plan.autograd_order`)
 and ``alias_of[i]`` (the node whose storage a view shares: aot_autograd regenerates such a result
 outside its subgraph). The graphs are those of one forward of the bare module, in compile order;
 ``tests/test_compiled_ddp.py`` checks the split against DDPOptimizer's own buckets.
@@ -37,7 +38,8 @@ class GraphWalk:
 
     users: tuple[Annotated[Int, Field(ge=-1)] | None, ...]
     uses: tuple[_Use, ...]
-    #: per node, its inputs that need a gradient in split_module's order: ("param", k) or ("node", j)
+    #: per node, its inputs in split_module's order: ("param", k) a trainable parameter, ("node", j)
+    #: a node's result that needs a gradient, ("data", j) one that does not
     inputs: tuple[tuple[tuple[Str, Int], ...], ...] | None = Field(default=None,
                                                                    exclude_if=lambda v: v is None)
     #: per node, the node whose storage its view result shares (None: none, or not a view)
@@ -154,8 +156,9 @@ def _needs_grad(value: Any) -> bool:
 
 
 def _grad_inputs(torch: Any, node: Any, position: dict, index_of: dict[int, int]) -> tuple[tuple[str, int], ...]:
-    """``node``'s inputs that need a gradient, in ``split_module``'s order (args, then kwargs;
-    none for the global-state nodes it does not record: autocast's and grad mode's switches)."""
+    """``node``'s trainable parameters and node inputs (``GraphWalk.inputs``), in ``split_module``'s
+    order (args, then kwargs; none for the global-state nodes it does not record: autocast's and
+    grad mode's switches)."""
     if node.target in (torch.amp._enter_autocast, torch.amp._exit_autocast, torch._C._set_grad_enabled):
         return ()
     found: list[tuple[str, int]] = []

@@ -44,7 +44,8 @@ class SimConfig:
     world_size: Int(1, MAX_WORLD_SIZE) = 2  # number of ranks in the process group
     #: synchronised iterations to simulate (>= 1); iteration 1 is DDP's first (single-bucket) iteration
     num_iterations: Int(1, MAX_ITERATIONS) = 4
-    #: warm-up iterations left out of the steady figures; None: through the rebuild (else 1)
+    #: warm-up iterations left out of the steady figures; None: through the first iteration on the
+    #: rebuilt buckets (1 if never rebuilt)
     num_warmup_iterations: Int(0, MAX_ITERATIONS, null=True) = None
     seed: Int(0, MAX_SEED) = 0  # seeds every random draw (jitter). Same inputs and seed -> same result
     comm_hook: Hook = "none"  # one of :data:`~ddpsim.value_types.COMM_HOOKS`

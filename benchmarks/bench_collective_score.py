@@ -9,6 +9,10 @@ curve with NCCL's own choice, every ``forced_algo`` one with its forced algorith
 and ``pathological`` curves never (nor set a constant). :data:`CASES` describes a curve by
 preset, nodes, ranks and ``--set`` options, or says why no preset can.
 
+A curve timed through one ``torch.distributed.all_reduce`` call on an idle device (``Case.torch_call``)
+is held against the model plus that call's host path (``curve_score.TORCH_CALL_US``); nccl-tests'
+kernels run back to back and are held against the model alone.
+
 Printed per curve, in three size bands (< 1 MiB, 1-128 MiB, >= 256 MiB): the median |error|
 and the median signed error, error = model time / measured time - 1 (positive: the model is
 slower). The summary: the median over curves of the 1-128 MiB median |error| and how many are
@@ -36,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ddpsim.network import nccl, nccl_exec  # noqa: E402
-from ddpsim.network.curve_score import (CASES, WITHIN, band_stats, fit_overheads,  # noqa: E402
+from ddpsim.network.curve_score import (CASES, TORCH_CALL_US, WITHIN, band_stats, fit_overheads,  # noqa: E402
                                         fit_points, constants, diagnose_line, load, markdown_lines,
                                         mid_size_ratios,
                                         residuals, scored, set_constants, system_key)
@@ -129,9 +133,11 @@ def main(argv: list[str] | None = None) -> None:
         rows.append((m, case, b))
         opts = " ".join(f"{k}={v}" for k, v in case.options.items())
         desc = f"{case.preset} {case.nodes} {case.ranks} {opts} {case.algorithm or 'choice'}"
+        timed = f"timed: one torch call, +{TORCH_CALL_US:g} us host path" * case.torch_call
+        note = "; ".join(filter(None, (case.note, timed)))
         print(f"{m['curve_id']:34s} {m['category']:11s} {desc:58s} {fmt(b['<1MiB'])} {fmt(b['1-128MiB'])} "
               f"{fmt(b['>=256MiB'])}")
-        for note in (case.note, f"no preset models {case.transport}: apart" * bool(case.transport)):
+        for note in (note, f"no preset models {case.transport}: apart" * bool(case.transport)):
             if note:
                 print(f"{'':47s}({note})")
         if args.diagnose:

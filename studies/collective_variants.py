@@ -35,8 +35,9 @@ The mechanisms tried, each read in NCCL's sources:
 * **What a torch.distributed curve times.** ``all_reduce_bench.py`` at the curve's commit
   records the start event on an idle stream, then calls ``dist.all_reduce`` once: the time holds
   the call's host path (the script's later revision: "PyTorch's per-call host overhead of some
-  20-30us"). ddpsim charges that path to the engine (``host_costs.ENQUEUE_S``), not to the
-  collective; here it is taken off the torch curves' times, 30 us and ``ENQUEUE_S``.
+  20-30us"). The score adds the middle of that span to those curves' model times
+  (``curve_score.TORCH_CALL_US``, 25 us); here it is either end of the span, and none. The engine
+  charges DDP's own host path apart (``host_costs.ENQUEUE_S``, from profiles).
 * **The last loop of a ring.** A ring loop moves nChannels x nRanks chunks (2 MiB for Simple);
   a message that is not a whole number of loops leaves a partial last loop. Were the channels
   without a chunk idle while the others move whole ones, the last loop would cost a whole loop's
@@ -55,10 +56,11 @@ The mechanisms tried, each read in NCCL's sources:
 * **Without the tree's size correction.** The model scales a tree's bandwidth by ``tuning.cc``'s
   ``treeCorrectionFactor`` where ``ncclTopoGetAlgoTime`` does; here it is left out of the execution
   (NCCL's choice unchanged), with each changed curve's 1-128 MiB median and its error at 2 and 16 MiB.
-* **Hopper's own constants at the common values.** The model gives Hopper (``nccl.arch_index`` row 2)
-  its own LL128 step and LL round trip, fitted on its curves (0 us each); here each in turn takes
-  the other generations' value, with the Hopper curves' 1-128 MiB median and their error at each
-  size of 512 KiB and more that NCCL runs with LL.
+* **A generation's own constants at the common values.** The model gives Hopper (``nccl.arch_index``
+  row 2) its own LL128 step and LL round trip, and Blackwell (row 3) its own LL round trip, fitted on
+  their curves (0 us each); here each in turn takes the other generations' value, with that
+  generation's curves' 1-128 MiB median and their error at each size of 512 KiB and more that NCCL
+  runs with LL.
 * Kept from before: every LL round trip counted (``prims_ll.h``), other step overheads, a
   per-channel ceiling on ring LL128.
 
@@ -83,7 +85,7 @@ from ddpsim.network import curve_score, host_costs, nccl, nccl_exec  # noqa: E40
 DATA = ROOT / "benchmarks" / "data" / "nccl-curves"
 MIB = 1 << 20
 #: the grid the serial variants refit on: their overheads are paid more often, so smaller values
-#: (Hopper's LL round trip, which no variant touches, stays as the model has it)
+#: (Hopper's and Blackwell's LL round trips, which no variant touches, stay as the model has them)
 SERIAL_GRID = {"ll_round_trip": (1.0, 2.0), "ll128": (0.0, 1.0, 2.0, 4.0, 6.0, 8.0, 12.0),
                "simple": (0.0, 1.0, 2.0, 4.0, 6.0, 8.0), "hopper_ll128": (0.0, 2.0, 4.0, 12.0)}
 
@@ -96,14 +98,16 @@ def scored_cases(meta: list[dict]) -> list[tuple[dict, Any, Any]]:
 def mid_errors(cases: list, points: dict) -> dict[str, list[tuple[str, dict]]]:
     """Per category, each curve's band statistics with the model as it is now."""
     out: dict[str, list[tuple[str, dict]]] = {"normal": [], "forced_algo": []}
-    for m, _, model in cases:
-        out[m["category"]].append((m["curve_id"], curve_bands(m, model, points)))
+    for m, case, model in cases:
+        out[m["category"]].append((m["curve_id"], curve_bands(m, case, model, points)))
     return out
 
 
-def curve_bands(m: dict, model: Any, points: dict) -> dict:
-    """One curve's band statistics (``curve_score.band_stats``) with the model as it is now."""
-    res = [(s, t, model.estimate_allreduce(s).time_s * 1e6, "") for s, t in points[m["curve_id"]]]
+def curve_bands(m: dict, case: Any, model: Any, points: dict) -> dict:
+    """One curve's band statistics (``curve_score.band_stats``) with the model as it is now, timed as
+    the curve's tool times it (``curve_score.as_timed``)."""
+    res = [(s, t, curve_score.as_timed(case, model.estimate_allreduce(s).time_s * 1e6), "")
+           for s, t in points[m["curve_id"]]]
     return curve_score.band_stats(res)
 
 
@@ -246,10 +250,11 @@ def tree_correction_curves(cases: list, points: dict) -> None:
     16 MiB, without it -> with it."""
     def stats() -> dict:
         out = {}
-        for m, _, model in cases:
+        for m, case, model in cases:
             pts = dict(points[m["curve_id"]])
-            at = {s: model.estimate_allreduce(s).time_s * 1e6 / pts[s] - 1 for s in (2 * MIB, 16 * MIB) if s in pts}
-            out[m["curve_id"]] = (curve_bands(m, model, points)["1-128MiB"], at)
+            at = {s: curve_score.as_timed(case, model.estimate_allreduce(s).time_s * 1e6) / pts[s] - 1
+                  for s in (2 * MIB, 16 * MIB) if s in pts}
+            out[m["curve_id"]] = (curve_bands(m, case, model, points)["1-128MiB"], at)
         return out
     with_it = stats()
     with patched("time_us", without_tree_correction()):
@@ -260,31 +265,32 @@ def tree_correction_curves(cases: list, points: dict) -> None:
             print(f"  {cid}: {100 * without[cid][0][0]:.1f} -> {100 * band[0]:.1f} %; {sizes}")
 
 
-def hopper_errors(cases: list, points: dict) -> dict:
-    """Per Hopper curve: its 1-128 MiB median |error| and the signed error at each LL size from 512 KiB."""
+def generation_errors(cases: list, points: dict, row: int) -> dict:
+    """Per curve of generation ``row`` (``nccl.arch_index``): its 1-128 MiB median |error| and the
+    signed error at each LL size from 512 KiB."""
     out: dict = {}
-    for m, _, model in cases:
-        if nccl.arch_index(model.system.compute_capability) != 2:
+    for m, case, model in cases:
+        if nccl.arch_index(model.system.compute_capability) != row:
             continue
-        band = curve_bands(m, model, points)["1-128MiB"]
+        band = curve_bands(m, case, model, points)["1-128MiB"]
         ll = {}
         for s, t in points[m["curve_id"]]:
             e = model.estimate_allreduce(s)
             if e.protocol == "ll" and s >= MIB // 2:
-                ll[s] = e.time_s * 1e6 / t - 1
+                ll[s] = curve_score.as_timed(case, e.time_s * 1e6) / t - 1
         out[m["curve_id"]] = (band[0] if band else math.nan, ll)
     return out
 
 
-def hopper_constants(cases: list, points: dict) -> None:
-    """Each of Hopper's own constants at the common value: the Hopper curves' 1-128 MiB median and
-    LL sizes, the common value -> Hopper's own."""
-    own = hopper_errors(cases, points)
-    for key, common in (("hopper_ll128", nccl_exec.STEP_OVERHEAD_US["ll128"]),
-                        ("hopper_ll_round_trip", nccl_exec.LL_ROUND_TRIP_US)):
-        with constants(**{key: common}):
-            print(line(f"{key} at the common {common:g} us", cases, points))
-            other = hopper_errors(cases, points)
+def generation_constants(cases: list, points: dict) -> None:
+    """Each generation's own constant (``curve_score.GENERATION_KEYS``) at the common value: that
+    generation's curves' 1-128 MiB median and LL sizes, the common value -> its own."""
+    common = {"ll128": nccl_exec.STEP_OVERHEAD_US["ll128"], "ll_round_trip": nccl_exec.LL_ROUND_TRIP_US}
+    for key, (row, what) in curve_score.GENERATION_KEYS.items():
+        own = generation_errors(cases, points, row)
+        with constants(**{key: common[what]}):
+            print(line(f"{key} at the common {common[what]:g} us", cases, points))
+            other = generation_errors(cases, points, row)
         for cid, (band, ll) in own.items():
             sizes = "; ".join(f"{s // 1024} KiB {100 * other[cid][1][s]:+.0f} -> {100 * e:+.0f} %" for s, e in ll.items())
             print(f"  {cid}: 1-128 MiB {100 * other[cid][0]:.1f} -> {100 * band:.1f} %" + (f"; LL {sizes}" if sizes else ""))
@@ -313,21 +319,28 @@ def ll128_ceiling(gbps: float) -> Callable:
     return bandwidth
 
 
-def without_host_path(meta: list, points: dict, host_us: float) -> dict:
-    """The curves' points with ``host_us`` taken off every torch.distributed curve's times."""
-    torch = {m["curve_id"] for m in meta if m["tool"].startswith("torch")}
-    return {k: [(s, t - host_us) for s, t in v] if k in torch else v for k, v in points.items()}
+@contextlib.contextmanager
+def torch_call(host_us: float) -> Iterator[None]:
+    """``curve_score.TORCH_CALL_US`` set to ``host_us`` for the block."""
+    old = curve_score.TORCH_CALL_US
+    curve_score.TORCH_CALL_US = host_us
+    try:
+        yield
+    finally:
+        curve_score.TORCH_CALL_US = old
 
 
 def torch_floor(cases: list, points: dict) -> str:
-    """Each scored torch.distributed curve's time less the model's at its smallest size, against ``ENQUEUE_S``."""
+    """Each scored torch.distributed curve's time less the model's kernel at its smallest size, against
+    ``TORCH_CALL_US`` and ``ENQUEUE_S``."""
     parts = []
     for m, _, model in cases:
         if m["tool"].startswith("torch"):
             size, t = points[m["curve_id"]][0]
             parts.append(f"{m['curve_id']} {t - model.estimate_allreduce(size).time_s * 1e6:.1f} us")
-    return (f"  torch curves, run less model at the smallest size: {', '.join(parts)}; host_costs.ENQUEUE_S "
-            f"{host_costs.ENQUEUE_S * 1e6:g} us would leave a negative time")
+    return (f"  torch curves, run less model kernel at the smallest size: {', '.join(parts)}; the score's "
+            f"host path {curve_score.TORCH_CALL_US:g} us; host_costs.ENQUEUE_S {host_costs.ENQUEUE_S * 1e6:g} us "
+            f"would leave a negative time")
 
 
 def _old_ring_channel_steps(rem: int, nc: int, n: int, chunk: int, grain: int, simple: bool) -> float:
@@ -409,10 +422,12 @@ def execution_variants(meta: list, points: dict, cases: list) -> None:
             print(line(f"P2P read on Ampere, {read:g} us per Simple slice", cases, points))
         with patched("time_us", ampere_read(read, first_pass_syncs(("ll128",)))), constants(ll_round_trip=2.0, ll128=4.0, simple=0.5):
             print(line("  with LL128's first pass not hidden (4 us)", cases, points))
-    print(line("torch curves less their host path, 30 us", cases, without_host_path(meta, points, 30.0)))
+    for host_us in (0.0, 20.0, 30.0):
+        with torch_call(host_us):
+            print(line(f"torch curves' host path {host_us:g} us", cases, points))
     print(torch_floor(cases, points))
     with patched("time_us", ampere_read(3.0, first_pass_syncs(("ll128",)))), constants(ll_round_trip=2.0, ll128=4.0, simple=0.5):
-        print(line("  30 us, P2P read 3 us, LL128's first pass 4 us", cases, without_host_path(meta, points, 30.0)))
+        print(line("  P2P read 3 us, LL128's first pass 4 us", cases, points))
     for whole, label in ((True, "last ring loop whole (idle channels)"),
                          (False, "last ring loop as v2.8-v2.18 round it")):
         with patched("time_us", last_loop(whole)):
@@ -426,7 +441,7 @@ def earlier_variants(cases: list, points: dict) -> None:
     with patched("time_us", without_tree_correction()):
         print(line("without the tree's size correction", cases, points))
     tree_correction_curves(cases, points)
-    hopper_constants(cases, points)
+    generation_constants(cases, points)
     for rtt in (1.0, 1.5, 2.0):
         with patched("ll_rounds_us", every_ll_round), patched("LL_ROUND_TRIP_US", rtt):
             print(line(f"every LL round trip, {rtt:g} us", cases, points))

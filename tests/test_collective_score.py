@@ -27,7 +27,7 @@ def test_every_scorable_curve_has_a_description_or_a_reason():
 
 def test_suspect_and_pathological_curves_never_fit():
     meta, points = curve_score.load(DATA)
-    fitted = {id(model) for model, _, _ in curve_score.fit_points(meta, points)}
+    fitted = {id(model) for model, _, _, _ in curve_score.fit_points(meta, points)}
     scored = {m["curve_id"]: m["category"] for m, _ in curve_score.scored(meta)}
     assert set(scored.values()) <= {"normal", "forced_algo"}
     assert len(fitted) == sum(1 for m, c in curve_score.scored(meta) if m["category"] == "normal" and not c.transport)
@@ -53,6 +53,17 @@ def test_resampling_uses_the_residual_band():
     assert resampling.MID_SIZE_RATIOS == nccl_exec.MID_SIZE_RATIOS
     lo, hi = resampling.MID_SIZE_RATIOS
     assert lo < 1 < hi
+
+
+def test_a_timed_torch_call_holds_its_host_path():
+    # all_reduce_bench.py times one torch.distributed.all_reduce from the host's call on an idle device:
+    # every size pays the host path once on top of the kernel; nccl-tests' back-to-back kernels do not
+    points = [(1 << 10, 50.0), (1 << 20, 60.0), (1 << 30, 3000.0)]
+    kernel = curve_score.residuals(curve_score.Case("dgx-b200", 1, 8), points)
+    torch_call = curve_score.residuals(curve_score.Case("dgx-b200", 1, 8, torch_call=True), points)
+    assert [t - k for (_, _, k, _), (_, _, t, _) in zip(kernel, torch_call)] == pytest.approx(
+        [curve_score.TORCH_CALL_US] * 3)
+    assert curve_score.CASES["b200_8g_stas00_torch"].torch_call and not curve_score.CASES["a100_8g_stas00"].torch_call
 
 
 def test_markdown_table_lists_other_transports_last():
@@ -85,12 +96,30 @@ def test_fit_keeps_only_constants_that_hold_the_published_checks(monkeypatch):
         def estimate_allreduce(self, size: int) -> Estimate:
             return Estimate((10.0 + nccl_exec.STEP_OVERHEAD_US["simple"]) * 1e-6)
 
-    curves = [(Model(), [(1 << 20, 14.0)], 1.0)]
+    curves = [(Model(), curve_score.Case("dgx-a100"), [(1 << 20, 14.0)], 1.0)]
     monkeypatch.setattr(curve_score, "GRID", {"simple": (1.0, 2.0, 4.0)})
     monkeypatch.setattr(curve_score, "check_errors", lambda: [0.2 if nccl_exec.STEP_OVERHEAD_US["simple"] == 4.0 else 0.0])
     saved = curve_score.constants()
     assert curve_score.fit_overheads(curves) == {"simple": 2.0}
     assert curve_score.constants() == saved
+    # a torch-timed curve is fitted as its tool times it: the same run plus the call's host path
+    timed = [(Model(), curve_score.Case("dgx-b200", torch_call=True), [(1 << 20, 14.0 + curve_score.TORCH_CALL_US)], 1.0)]
+    monkeypatch.setattr(curve_score, "check_errors", lambda: [0.0])
+    assert curve_score.fit_overheads(timed) == {"simple": 4.0}
     monkeypatch.setattr(curve_score, "check_errors", lambda: [0.11])
     with pytest.raises(ValueError, match="no point of the grid keeps every published check within 10%"):
         curve_score.fit_overheads(curves)
+
+
+def test_a_fold_without_the_generation_keeps_the_common_value(monkeypatch):
+    # no curve of the fold runs Blackwell LL, so every value of its round trip costs the same: the tie
+    # keeps the grid's first value, the common round trip
+    class Model:
+        def estimate_allreduce(self, size: int):
+            return type("Estimate", (), {"time_s": 12e-6})()
+
+    grid = {"blackwell_ll_round_trip": curve_score.GRID["blackwell_ll_round_trip"]}
+    monkeypatch.setattr(curve_score, "GRID", grid)
+    monkeypatch.setattr(curve_score, "check_errors", lambda: [0.0])
+    fit = curve_score.fit_overheads([(Model(), curve_score.Case("dgx-a100"), [(1 << 20, 14.0)], 1.0)])
+    assert fit == {"blackwell_ll_round_trip": nccl_exec.LL_ROUND_TRIP_US}

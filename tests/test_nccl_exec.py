@@ -64,14 +64,14 @@ def test_two_rank_ll128_ring_pays_its_generations_step(overheads, cc, step_us):
     assert nccl_exec.time_us(s, "ring", "ll128", 64 * KiB) == pytest.approx(expect)
 
 
-@pytest.mark.parametrize("cc, rtt", [(70, 2.0), (80, 2.0), (90, 0.5), (100, 2.0)])
+@pytest.mark.parametrize("cc, rtt", [(70, 2.0), (80, 2.0), (90, 0.5), (100, 1.0)])
 def test_ll_round_trips_take_their_generations_value(monkeypatch, cc, rtt):
     # 256 KiB with LL on 2 ranks: 2 channels of 128 KiB, each sending 2(n-1)/n of it, 128 KiB, in
     # round trips of 512 threads x 8 data bytes (4 KiB each): 32 round trips; its 2 loops of 2(n-1) = 2 steps of one 32 KiB
-    # chunk take one round each, so 28 rounds are extra. The Hopper row has its own round trip (set
-    # apart here: 0.5 us), the others the common one (2 us)
+    # chunk take one round each, so 28 rounds are extra. The Hopper and Blackwell rows have their own
+    # round trip (set apart here: 0.5 and 1 us), Volta and Ampere the common one (2 us)
     monkeypatch.setattr(nccl_exec, "LL_ROUND_TRIP_US", 2.0)
-    monkeypatch.setattr(nccl_exec, "GENERATION_US", {(2, "ll_round_trip"): 0.5})
+    monkeypatch.setattr(nccl_exec, "GENERATION_US", {(2, "ll_round_trip"): 0.5, (3, "ll_round_trip"): 1.0})
     s = system(2, 1, cc=cc)
     ex = nccl_exec.plan(s, "ring", "ll", 256 * KiB)
     assert (ex.num_channels, ex.thread_fraction, ex.slices) == (2, 1.0, 4)

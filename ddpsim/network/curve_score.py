@@ -2,7 +2,8 @@
 error of the model per size band. A public all-reduce curve (nccl-tests ``all_reduce_perf`` or
 ``torch.distributed.all_reduce``, ``benchmarks/data/nccl-curves/`` with its sources) is described by a
 preset, nodes, ranks, ``--set`` options and a forced algorithm (:data:`CASES`), or named with why no
-preset can. :func:`residuals` times it with :func:`ddpsim.network.collective_cost.build_comm_model`;
+preset can. :func:`residuals` times it with :func:`ddpsim.network.collective_cost.build_comm_model`, as
+the curve's tool times it (one ``torch.distributed`` call from an idle device: plus its host path);
 :func:`band_stats` gives the median |error| and median signed error per size band (< 1 MiB, 1-128 MiB:
 DDP's buckets, >= 256 MiB). Only ``normal`` and ``forced_algo`` curves are scored and only ``normal``
 ones set a constant (:func:`fit_points`); curves over a transport no preset models (EFA,
@@ -30,11 +31,12 @@ from ddpsim.units import KIB, MIB
 
 BANDS = (("<1MiB", 0, MIB), ("1-128MiB", MIB, 128 * MIB + 1), (">=256MiB", 256 * MIB, 1 << 50))
 WITHIN = 0.15
-#: the sizes the step overheads are fitted on, and the grid searched (µs)
+#: the sizes the step overheads are fitted on, and the grid searched (µs); a tie keeps a key's first value,
+#: so Blackwell's LL round trip lists the common 2 µs first: a fold with no Blackwell LL size keeps it
 FIT_LO, FIT_HI = 64 * KIB, 128 * MIB
 GRID = {"ll_round_trip": (0.5, 1.0, 1.5, 2.0), "ll128": (0.0, 2.0, 4.0, 6.0, 8.0, 12.0),
         "simple": (0.0, 0.5, 1.0, 2.0, 4.0), "hopper_ll128": (0.0, 2.0, 4.0, 12.0),
-        "hopper_ll_round_trip": (0.0, 1.0, 2.0)}
+        "hopper_ll_round_trip": (0.0, 1.0, 2.0), "blackwell_ll_round_trip": (2.0, 1.0, 0.0)}
 #: the published large-message checks of tests/test_collectives.py (sources there), which every fitted set
 #: of constants keeps within :data:`CHECK_TOLERANCE`: preset, nodes, size, forced algorithm, busbw GB/s
 #: (8 V100 at 128 MiB, 8 A100 at 8 GiB, 2 x 8 A100 at 8 GiB, 8 H100 ring at 8 GiB)
@@ -42,7 +44,14 @@ PUBLISHED_CHECKS = (("dgx-v100", 1, 128 * MIB, None, 129.14), ("dgx-a100", 1, 81
                     ("dgx-a100", 2, 8192 * MIB, None, 192.0), ("dgx-h100", 1, 8192 * MIB, "ring", 370.0))
 CHECK_TOLERANCE = 0.10
 #: the generation-specific constants: key -> (generation row, constant) of nccl_exec.GENERATION_US
-GENERATION_KEYS = {"hopper_ll128": (2, "ll128"), "hopper_ll_round_trip": (2, "ll_round_trip")}
+GENERATION_KEYS = {"hopper_ll128": (2, "ll128"), "hopper_ll_round_trip": (2, "ll_round_trip"),
+                   "blackwell_ll_round_trip": (3, "ll_round_trip")}
+#: µs of ``torch.distributed.all_reduce``'s host path (the c10d op, ProcessGroupNCCL's enqueue, NCCL's
+#: launch). ``all_reduce_bench.py`` (stas00/ml-engineering at the curves' commit, 744d01e) times one call
+#: between CUDA events recorded after a barrier, on an idle device, so every time holds it; the tool's
+#: later docstring puts it at "some 20-30us": the middle of that span, not fitted
+TORCH_CALL_US = 25.0
+TORCH_TIMED = ", one torch call timed"
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,7 @@ class Case:
     algorithm: str | None = None
     transport: str = ""  # a network transport the presets do not model (they model InfiniBand / RoCE verbs)
     note: str = ""
+    torch_call: bool = False  # one torch.distributed.all_reduce timed from the host's call on an idle device
 
 
 EFA = "EFA (libfabric SRD, aws-ofi-nccl)"
@@ -71,8 +81,8 @@ def skip(reason: str) -> Case:
 #: curve id -> its description (suspect / pathological curves are skipped by category)
 CASES: dict[str, Case] = {
     "a100_8g_stas00": Case("dgx-a100", 1, 8),
-    "b200_8g_stas00_torch": Case("dgx-b200", 1, 8, note="torch all_reduce; AWS tuner plugin"),
-    "b200_4x8_efa_stas00_torch": Case("dgx-b200", 4, 32, transport=EFA),
+    "b200_8g_stas00_torch": Case("dgx-b200", 1, 8, note="AWS tuner plugin", torch_call=True),
+    "b200_4x8_efa_stas00_torch": Case("dgx-b200", 4, 32, transport=EFA, torch_call=True),
     "h100_2x8_gcp_a3mega_tcpxo": Case("dgx-h100", 2, 16, {"nic_gbit": 200}, transport="GPUDirect-TCPXO (TCP)"),
     "a100_1x8_abci_anode": Case("dgx-a100", 1, 8, note="A100-SXM4-40GB; NVLink as the 80GB's"),
     "a100_2x8_abci_anode": Case("dgx-a100", 2, 16, {"nic_gbit": 100},
@@ -128,11 +138,17 @@ def model_for(case: Case) -> CommModel:
     return build_comm_model(g, case.ranks, algorithm=case.algorithm)
 
 
+def as_timed(case: Case, kernel_us: float) -> float:
+    """What the curve's tool times when the all-reduce takes ``kernel_us``: with a torch call's host
+    path (:data:`TORCH_CALL_US`) where the tool times one."""
+    return kernel_us + TORCH_CALL_US * case.torch_call
+
+
 def residuals(case: Case, points: list[tuple[int, float]]) -> list[tuple[int, float, float, str]]:
-    """Per size: (size, measured µs, model µs, algo/proto)."""
+    """Per size: (size, measured µs, model µs as the curve's tool times it, algo/proto)."""
     m = model_for(case)
     estimates = [(size, t, m.estimate_allreduce(size)) for size, t in points]
-    return [(size, t, e.time_s * 1e6, f"{e.algorithm}/{e.protocol}") for size, t, e in estimates]
+    return [(size, t, as_timed(case, e.time_s * 1e6), f"{e.algorithm}/{e.protocol}") for size, t, e in estimates]
 
 
 def band_stats(res: list[tuple[int, float, float, str]]) -> dict[str, tuple[float, float, int] | None]:
@@ -155,8 +171,9 @@ def system_key(m: dict) -> str:
     return f"{m['source_repo']}|{m['gpu_model']}"
 
 
-def fit_points(meta: list[dict], points: dict, exclude: str | None = None) -> list[tuple[Any, list, float]]:
-    """(model, points, weight) of the ``normal`` curves of modelled transports but system ``exclude``'s."""
+def fit_points(meta: list[dict], points: dict, exclude: str | None = None) -> list[tuple[Any, Case, list, float]]:
+    """(model, description, points, weight) of the ``normal`` curves of modelled transports but system
+    ``exclude``'s."""
     out = []
     chosen = [(m, case) for m, case in scored(meta)
               if m["category"] == "normal" and not case.transport and system_key(m) != exclude]
@@ -164,7 +181,7 @@ def fit_points(meta: list[dict], points: dict, exclude: str | None = None) -> li
     for m, case in chosen:
         pts = [(s, t) for s, t in points[m["curve_id"]] if FIT_LO <= s <= FIT_HI]
         if pts:
-            out.append((model_for(case), pts, 1.0 / per_system[system_key(m)]))
+            out.append((model_for(case), case, pts, 1.0 / per_system[system_key(m)]))
     return out
 
 
@@ -195,9 +212,10 @@ def check_errors() -> list[float]:
             for m, (_, _, size, _, busbw) in zip(_check_models(), PUBLISHED_CHECKS)]
 
 
-def fit_overheads(curves: list[tuple[Any, list, float]]) -> dict[str, float]:
-    """The constants minimising the mean over systems of the median |log(model / run)| (grid search),
-    among those that keep every published check within :data:`CHECK_TOLERANCE`."""
+def fit_overheads(curves: list[tuple[Any, Case, list, float]]) -> dict[str, float]:
+    """The constants minimising the mean over systems of the median |log(model / run)| (grid search;
+    the model as each curve's tool times it), among those that keep every published check within
+    :data:`CHECK_TOLERANCE`."""
     saved = constants()
     best: tuple[float, dict[str, float]] | None = None
     try:
@@ -206,8 +224,9 @@ def fit_overheads(curves: list[tuple[Any, list, float]]) -> dict[str, float]:
             set_constants(c)
             if any(abs(e) > CHECK_TOLERANCE for e in check_errors()):
                 continue
-            cost = sum(w * statistics.median(abs(math.log(m.estimate_allreduce(s).time_s * 1e6 / t)) for s, t in pts)
-                       for m, pts, w in curves)
+            cost = sum(w * statistics.median(abs(math.log(as_timed(case, m.estimate_allreduce(s).time_s * 1e6) / t))
+                                             for s, t in pts)
+                       for m, case, pts, w in curves)
             if best is None or cost < best[0] - 1e-12:
                 best = (cost, c)
     finally:
@@ -248,7 +267,8 @@ def markdown_lines(rows: list[tuple[dict, Case, dict]]) -> list[str]:
     for m, case, b in sorted(rows, key=lambda r: (bool(r[1].transport), order[r[0]["category"]], r[0]["curve_id"])):
         cat = m["category"] + (" (other transport: apart)" if case.transport else "")
         opts = "".join(f", `{k}={v}`" for k, v in case.options.items())
-        model = f"{case.preset}, {case.nodes}, {case.ranks}{opts}, {case.algorithm or 'choice'}"
+        timed = TORCH_TIMED * case.torch_call
+        model = f"{case.preset}, {case.nodes}, {case.ranks}{opts}, {case.algorithm or 'choice'}{timed}"
         out.append(f"| `{m['curve_id']}` | {cat} | {model} | {_md_band(b['<1MiB'])} | {_md_band(b['1-128MiB'])} "
                    f"| {_md_band(b['>=256MiB'])} |")
     return out

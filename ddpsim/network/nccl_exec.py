@@ -24,8 +24,8 @@ slice it lacks: nothing for large messages, the whole overhead for a slice of a 
 generation and transport, on the ``normal`` public curves, among the values that keep the published
 large-message checks within 10 % (``curve_score.fit_overheads``; ``bench_collective_score.py --loso``);
 :data:`GENERATION_US` sets a generation's own where its curves alone set it apart (Hopper's LL128
-step and LL round trip: 0 µs, its NCCL tables already hold them). Details: docs/MODEL.md,
-"Collective time". Units as :mod:`ddpsim.network.nccl`.
+step and LL round trip: 0 µs, its NCCL tables already hold them; Blackwell's LL round trip: 0 µs).
+Details: docs/MODEL.md, "Collective time". Units as :mod:`ddpsim.network.nccl`.
 """
 from __future__ import annotations
 
@@ -55,16 +55,17 @@ STEP_OVERHEAD_US = {"ll": 0.0, "ll128": 4.0, "simple": 0.5}
 LL_ROUND_TRIP_US = 2.0
 #: (generation: :func:`nccl.arch_index`'s row, protocol or "ll_round_trip") -> its own µs, fitted on
 #: that generation's ``normal`` curves alone: Hopper's LL128 step and LL round trip (two 4-GPU NVLink4
-#: systems, one also over InfiniBand; ``bench_collective_score.py --loso``); the AMD GPUs share row
-#: 2, as the SM90 tables
-GENERATION_US = {(2, "ll128"): 0.0, (2, "ll_round_trip"): 0.0}
+#: systems, one also over InfiniBand; ``bench_collective_score.py --loso``), Blackwell's LL round trip
+#: (one 8-GPU node's LL sizes; the forced-ring GB200 tray, which sets nothing, agrees); the AMD GPUs
+#: share row 2, as the SM90 tables
+GENERATION_US = {(2, "ll128"): 0.0, (2, "ll_round_trip"): 0.0, (3, "ll_round_trip"): 0.0}
 #: how far measured all-reduces fall from this model: measured / model time at the 10th and
 #: 90th percentiles over 196 sizes from 64 KiB to 64 MiB of 20 ``normal`` / ``forced_algo``
 #: public curves of InfiniBand / RoCE / NVLink / PCIe systems (``bench_collective_score.py
 #: --quantiles``; not centred on 1): the collective term of the recommendation's uncertainty band
 MID_LO_BYTES = 64 * 1024
 MID_HI_BYTES = 64 * 2 ** 20
-MID_SIZE_RATIOS = (0.745, 1.913)
+MID_SIZE_RATIOS = (0.794, 1.689)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,6 +1,6 @@
 """How close is ddpsim's all-reduce time to measured runs? One command, prints figures, asserts nothing:
 
-    python benchmarks/bench_collective_score.py [--curves DIR] [--sizes] [--loso] [--quantiles]
+    python benchmarks/bench_collective_score.py [--curves DIR] [--sizes] [--loso] [--quantiles] [--spread]
 
 Scores :func:`ddpsim.network.collective_cost.build_comm_model` against the public all-reduce
 curves in ``benchmarks/data/nccl-curves/`` (sources: ``curves_meta.csv.gz``) with
@@ -26,7 +26,9 @@ curve, the 1-128 MiB signed error split by the (algorithm, protocol) the model r
 error at the curve's largest size, where the time is the bandwidth's (a miss there is the
 bandwidth, not the ramp); ``--markdown``: the per-curve table and the summary as docs/MODEL.md
 holds them; ``--nccl-estimate``: the same scores with NCCL's own ``tuning.cc`` estimate timing the
-configuration it picks (the column docs/MODEL.md sets beside the execution model).
+configuration it picks (the column docs/MODEL.md sets beside the execution model); ``--spread``: how far
+apart the curves that describe one system are (slowest / fastest time at their common 1-128 MiB
+sizes), the spread no one model's time can be within.
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ sys.path.insert(0, str(ROOT))
 from ddpsim.network import nccl, nccl_exec  # noqa: E402
 from ddpsim.network.curve_score import (CASES, TORCH_CALL_US, WITHIN, band_stats, fit_overheads,  # noqa: E402
                                         fit_points, constants, diagnose_line, load, markdown_lines,
-                                        mid_size_ratios,
-                                        residuals, scored, set_constants, system_key)
+                                        mid_size_ratios, residuals, same_system_spread, scored,
+                                        set_constants, system_key)
 
 DATA = ROOT / "benchmarks" / "data" / "nccl-curves"
 
@@ -84,6 +86,15 @@ def residual_quantiles(meta: list[dict], points: dict) -> None:
           f"median {statistics.median(ratios):.3f}, 90 % {qs[17]:.3f}, 95 % {qs[18]:.3f}")
 
 
+def print_spread(meta: list[dict], points: dict) -> None:
+    """How far apart the curves of one system are (:func:`same_system_spread`)."""
+    print("\ncurves of one system (preset nodes ranks options): slowest / fastest time at their common "
+          "1-128 MiB sizes")
+    for (preset, nodes, ranks, opts), ids, ratios in same_system_spread(meta, points):
+        sizes = ", ".join(f"{s // (1 << 20)} MiB x{r:.2f}" for s, r in ratios)
+        print(f"  {preset} {nodes} {ranks} {' '.join(f'{k}={v}' for k, v in opts)}: {', '.join(ids)}: {sizes}")
+
+
 def fmt(b: tuple[float, float, int] | None) -> str:
     return f"{'-':>15s}" if b is None else f"{100 * b[0]:6.1f} {100 * b[1]:+7.1f}%"
 
@@ -116,6 +127,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--diagnose", action="store_true",
                     help="per curve: 1-128 MiB signed error by algo/proto, and the error at the largest size")
     ap.add_argument("--markdown", action="store_true", help="print the per-curve table as docs/MODEL.md holds it")
+    ap.add_argument("--spread", action="store_true",
+                    help="how far apart the curves of one system are, at their common 1-128 MiB sizes")
     ap.add_argument("--nccl-estimate", action="store_true",
                     help="score NCCL's own tuning.cc estimate (its ranking key) in place of the execution model")
     args = ap.parse_args(argv)
@@ -162,6 +175,8 @@ def main(argv: list[str] | None = None) -> None:
         loso(meta, points)
     if args.quantiles:
         residual_quantiles(meta, points)
+    if args.spread:
+        print_spread(meta, points)
 
 
 if __name__ == "__main__":

@@ -123,3 +123,14 @@ def test_a_fold_without_the_generation_keeps_the_common_value(monkeypatch):
     monkeypatch.setattr(curve_score, "check_errors", lambda: [0.0])
     fit = curve_score.fit_overheads([(Model(), curve_score.Case("dgx-a100"), [(1 << 20, 14.0)], 1.0)])
     assert fit == {"blackwell_ll_round_trip": nccl_exec.LL_ROUND_TRIP_US}
+
+
+def test_same_system_spread_is_slowest_over_fastest_at_common_sizes():
+    meta, points = curve_score.load(DATA)
+    groups = {key: (ids, dict(r)) for key, ids, r in curve_score.same_system_spread(meta, points)}
+    ids, ratios = groups[("dgx-a100", 1, 8, ())]
+    assert sorted(ids) == ["a100_1x8_abci_anode", "a100_8g_azure_ndv4", "a100_8g_stas00"]
+    at_1mib = [dict(points[i])[1 << 20] for i in ids]
+    assert ratios[1 << 20] == pytest.approx(max(at_1mib) / min(at_1mib))
+    assert min(ratios) == 1 << 20 and max(ratios) == 32 << 20  # the ABCI run stops at 32 MiB
+    assert all(not curve_score.CASES[i].torch_call for ids, _ in groups.values() for i in ids)

@@ -236,6 +236,25 @@ def fit_overheads(curves: list[tuple[Any, Case, list, float]]) -> dict[str, floa
     return best[1]
 
 
+def same_system_spread(meta: list[dict], points: dict) -> list[tuple[tuple, list[str], list[tuple[int, float]]]]:
+    """The scored curves of modelled transports that describe the same system (preset, nodes, ranks,
+    options; any algorithm), two or more: (system, curve ids, [(size, slowest / fastest time)] at their
+    common 1-128 MiB sizes), how far apart runs of one kind of system are."""
+    groups: dict[tuple, list[str]] = {}
+    for m, case in scored(meta):
+        if not case.transport and not case.torch_call:
+            key = (case.preset, case.nodes, case.ranks, tuple(sorted(case.options.items())))
+            groups.setdefault(key, []).append(m["curve_id"])
+    out = []
+    for key, ids in groups.items():
+        times = [dict(points[i]) for i in ids]
+        common = sorted(set.intersection(*(set(t) for t in times)))
+        sizes = [s for s in common if BANDS[1][1] <= s < BANDS[1][2]]
+        if len(ids) > 1 and sizes:
+            out.append((key, ids, [(s, max(t[s] for t in times) / min(t[s] for t in times)) for s in sizes]))
+    return out
+
+
 def mid_size_ratios(meta: list[dict], points: dict) -> list[float]:
     """Measured / model time at the uncertainty band's sizes (64 KiB-64 MiB), scored curves of modelled transports, sorted."""
     return sorted(t / tm for m, case in scored(meta) if not case.transport

@@ -104,11 +104,8 @@ def mid_errors(cases: list, points: dict) -> dict[str, list[tuple[str, dict]]]:
 
 
 def curve_bands(m: dict, case: Any, model: Any, points: dict) -> dict:
-    """One curve's band statistics (``curve_score.band_stats``) with the model as it is now, timed as
-    the curve's tool times it (``curve_score.as_timed``)."""
-    res = [(s, t, curve_score.as_timed(case, model.estimate_allreduce(s).time_s * 1e6), "")
-           for s, t in points[m["curve_id"]]]
-    return curve_score.band_stats(res)
+    """One curve's band statistics (``curve_score.band_stats``) with the model as it is now."""
+    return curve_score.band_stats(curve_score.residuals(case, points[m["curve_id"]], model))
 
 
 def checks() -> str:
@@ -164,14 +161,14 @@ def refit_line(label: str, meta: list, points: dict, cases: list, grid: dict) ->
 
 
 @contextlib.contextmanager
-def patched(name: str, value: Any) -> Iterator[None]:
-    """``nccl_exec.<name>`` set to ``value`` for the block."""
-    old = getattr(nccl_exec, name)
-    setattr(nccl_exec, name, value)
+def patched(name: str, value: Any, module: Any = nccl_exec) -> Iterator[None]:
+    """``module.<name>`` (``nccl_exec`` unless said) set to ``value`` for the block."""
+    old = getattr(module, name)
+    setattr(module, name, value)
     try:
         yield
     finally:
-        setattr(nccl_exec, name, old)
+        setattr(module, name, old)
 
 
 @contextlib.contextmanager
@@ -251,10 +248,9 @@ def tree_correction_curves(cases: list, points: dict) -> None:
     def stats() -> dict:
         out = {}
         for m, case, model in cases:
-            pts = dict(points[m["curve_id"]])
-            at = {s: curve_score.as_timed(case, model.estimate_allreduce(s).time_s * 1e6) / pts[s] - 1
-                  for s in (2 * MIB, 16 * MIB) if s in pts}
-            out[m["curve_id"]] = (curve_bands(m, case, model, points)["1-128MiB"], at)
+            res = curve_score.residuals(case, points[m["curve_id"]], model)
+            at = {s: tm / t - 1 for s, t, tm, _ in res if s in (2 * MIB, 16 * MIB)}
+            out[m["curve_id"]] = (curve_score.band_stats(res)["1-128MiB"], at)
         return out
     with_it = stats()
     with patched("time_us", without_tree_correction()):
@@ -272,12 +268,9 @@ def generation_errors(cases: list, points: dict, row: int) -> dict:
     for m, case, model in cases:
         if nccl.arch_index(model.system.compute_capability) != row:
             continue
-        band = curve_bands(m, case, model, points)["1-128MiB"]
-        ll = {}
-        for s, t in points[m["curve_id"]]:
-            e = model.estimate_allreduce(s)
-            if e.protocol == "ll" and s >= MIB // 2:
-                ll[s] = curve_score.as_timed(case, e.time_s * 1e6) / t - 1
+        res = curve_score.residuals(case, points[m["curve_id"]], model)
+        band = curve_score.band_stats(res)["1-128MiB"]
+        ll = {s: tm / t - 1 for s, t, tm, ap in res if ap.endswith("/ll") and s >= MIB // 2}
         out[m["curve_id"]] = (band[0] if band else math.nan, ll)
     return out
 
@@ -285,13 +278,13 @@ def generation_errors(cases: list, points: dict, row: int) -> dict:
 def generation_constants(cases: list, points: dict) -> None:
     """Each generation's own constant (``curve_score.GENERATION_KEYS``) at the common value: that
     generation's curves' 1-128 MiB median and LL sizes, the common value -> its own."""
-    common = {"ll128": nccl_exec.STEP_OVERHEAD_US["ll128"], "ll_round_trip": nccl_exec.LL_ROUND_TRIP_US}
+    common = curve_score.constants()
+    own = {row: generation_errors(cases, points, row) for row, _ in curve_score.GENERATION_KEYS.values()}
     for key, (row, what) in curve_score.GENERATION_KEYS.items():
-        own = generation_errors(cases, points, row)
         with constants(**{key: common[what]}):
             print(line(f"{key} at the common {common[what]:g} us", cases, points))
             other = generation_errors(cases, points, row)
-        for cid, (band, ll) in own.items():
+        for cid, (band, ll) in own[row].items():
             sizes = "; ".join(f"{s // 1024} KiB {100 * other[cid][1][s]:+.0f} -> {100 * e:+.0f} %" for s, e in ll.items())
             print(f"  {cid}: 1-128 MiB {100 * other[cid][0]:.1f} -> {100 * band:.1f} %" + (f"; LL {sizes}" if sizes else ""))
 
@@ -319,23 +312,12 @@ def ll128_ceiling(gbps: float) -> Callable:
     return bandwidth
 
 
-@contextlib.contextmanager
-def torch_call(host_us: float) -> Iterator[None]:
-    """``curve_score.TORCH_CALL_US`` set to ``host_us`` for the block."""
-    old = curve_score.TORCH_CALL_US
-    curve_score.TORCH_CALL_US = host_us
-    try:
-        yield
-    finally:
-        curve_score.TORCH_CALL_US = old
-
-
 def torch_floor(cases: list, points: dict) -> str:
     """Each scored torch.distributed curve's time less the model's kernel at its smallest size, against
     ``TORCH_CALL_US`` and ``ENQUEUE_S``."""
     parts = []
-    for m, _, model in cases:
-        if m["tool"].startswith("torch"):
+    for m, case, model in cases:
+        if case.torch_call:
             size, t = points[m["curve_id"]][0]
             parts.append(f"{m['curve_id']} {t - model.estimate_allreduce(size).time_s * 1e6:.1f} us")
     return (f"  torch curves, run less model kernel at the smallest size: {', '.join(parts)}; the score's "
@@ -423,11 +405,9 @@ def execution_variants(meta: list, points: dict, cases: list) -> None:
         with patched("time_us", ampere_read(read, first_pass_syncs(("ll128",)))), constants(ll_round_trip=2.0, ll128=4.0, simple=0.5):
             print(line("  with LL128's first pass not hidden (4 us)", cases, points))
     for host_us in (0.0, 20.0, 30.0):
-        with torch_call(host_us):
+        with patched("TORCH_CALL_US", host_us, module=curve_score):
             print(line(f"torch curves' host path {host_us:g} us", cases, points))
     print(torch_floor(cases, points))
-    with patched("time_us", ampere_read(3.0, first_pass_syncs(("ll128",)))), constants(ll_round_trip=2.0, ll128=4.0, simple=0.5):
-        print(line("  P2P read 3 us, LL128's first pass 4 us", cases, points))
     for whole, label in ((True, "last ring loop whole (idle channels)"),
                          (False, "last ring loop as v2.8-v2.18 round it")):
         with patched("time_us", last_loop(whole)):

@@ -144,9 +144,11 @@ def as_timed(case: Case, kernel_us: float) -> float:
     return kernel_us + TORCH_CALL_US * case.torch_call
 
 
-def residuals(case: Case, points: list[tuple[int, float]]) -> list[tuple[int, float, float, str]]:
-    """Per size: (size, measured µs, model µs as the curve's tool times it, algo/proto)."""
-    m = model_for(case)
+def residuals(case: Case, points: list[tuple[int, float]],
+              model: CommModel | None = None) -> list[tuple[int, float, float, str]]:
+    """Per size: (size, measured µs, model µs as the curve's tool times it, algo/proto); the model
+    :func:`model_for` builds unless given."""
+    m = model or model_for(case)
     estimates = [(size, t, m.estimate_allreduce(size)) for size, t in points]
     return [(size, t, as_timed(case, e.time_s * 1e6), f"{e.algorithm}/{e.protocol}") for size, t, e in estimates]
 

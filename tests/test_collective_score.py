@@ -15,6 +15,7 @@ from ddpsim.network import curve_score
 from ddpsim.pipeline import resampling
 
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "nccl-curves"
+MiB = 1 << 20
 
 
 def test_every_scorable_curve_has_a_description_or_a_reason():
@@ -79,7 +80,6 @@ def test_markdown_table_lists_other_transports_last():
 
 
 def test_diagnose_splits_the_mid_band_by_protocol():
-    MiB = 1 << 20
     res = [(MiB, 10.0, 9.0, "ring/ll"), (2 * MiB, 10.0, 11.0, "ring/ll128"), (4 * MiB, 10.0, 13.0, "ring/ll128"),
            (1 << 30, 100.0, 95.0, "ring/simple")]
     out = curve_score.diagnose_line(res)
@@ -140,3 +140,18 @@ def test_same_system_spread_is_slowest_over_fastest_at_common_sizes(monkeypatch)
     monkeypatch.setitem(curve_score.CASES, "a100_8g_stas00", torch_timed)
     groups = {key: ids for key, ids, _ in curve_score.same_system_spread(meta, points)}
     assert sorted(groups[("dgx-a100", 1, 8, ())]) == ["a100_1x8_abci_anode", "a100_8g_azure_ndv4"]
+
+
+# An 8 x H200 node timed by the same tool as the B200 curves, outside the scored data:
+# stas00/ml-engineering network/benchmarks/results/all-reduce-8xH200.md @ c53741b (all_reduce_bench.py
+# there times one call after a barrier; torch 2.9.1, NCCL 2.27.7): algbw GB/s per size
+H200_TORCH_ALGBW = {1 * MiB: 22.82, 2 * MiB: 36.87, 4 * MiB: 61.23, 8 * MiB: 88.87, 16 * MiB: 125.65,
+                    32 * MiB: 157.62, 64 * MiB: 198.01, 128 * MiB: 229.67}
+
+
+def test_torch_timed_8xh200_outside_the_data_within_10_percent_and_nccls_switch():
+    points = [(s, s / (a * 1e3)) for s, a in sorted(H200_TORCH_ALGBW.items())]
+    res = curve_score.residuals(curve_score.Case("dgx-h200", 1, 8, torch_call=True), points)
+    assert curve_score.band_stats(res)["1-128MiB"][0] <= 0.10
+    # the source's NCCL_DEBUG=INFO: Ring with LL up to 1 MiB, NVLS with Simple from 2 MiB
+    assert [ap for _, _, _, ap in res[:3]] == ["ring/ll", "nvls/simple", "nvls/simple"]

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ddpsim.network import nccl, nccl_exec  # noqa: E402
-from ddpsim.network.curve_score import (CASES, TORCH_CALL_US, WITHIN, band_stats, fit_overheads,  # noqa: E402
+from ddpsim.network.curve_score import (CASES, TORCH_TIMED, WITHIN, band_stats, fit_overheads,  # noqa: E402
                                         fit_points, constants, diagnose_line, load, markdown_lines,
                                         mid_size_ratios, residuals, same_system_spread, scored,
                                         set_constants, system_key)
@@ -145,12 +145,11 @@ def main(argv: list[str] | None = None) -> None:
         stats["other transport" if case.transport else m["category"]].append((m["curve_id"], b))
         rows.append((m, case, b))
         opts = " ".join(f"{k}={v}" for k, v in case.options.items())
-        desc = f"{case.preset} {case.nodes} {case.ranks} {opts} {case.algorithm or 'choice'}"
-        timed = f"timed: one torch call, +{TORCH_CALL_US:g} us host path" * case.torch_call
-        note = "; ".join(filter(None, (case.note, timed)))
+        timed = TORCH_TIMED * case.torch_call
+        desc = f"{case.preset} {case.nodes} {case.ranks} {opts} {case.algorithm or 'choice'}{timed}"
         print(f"{m['curve_id']:34s} {m['category']:11s} {desc:58s} {fmt(b['<1MiB'])} {fmt(b['1-128MiB'])} "
               f"{fmt(b['>=256MiB'])}")
-        for note in (note, f"no preset models {case.transport}: apart" * bool(case.transport)):
+        for note in (case.note, f"no preset models {case.transport}: apart" * bool(case.transport)):
             if note:
                 print(f"{'':47s}({note})")
         if args.diagnose:

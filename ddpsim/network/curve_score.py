@@ -56,7 +56,8 @@ TORCH_TIMED = ", one torch call timed"
 
 @dataclass(frozen=True)
 class Case:
-    """How a curve is described: preset, nodes, ranks, ``--set`` options, forced algorithm, why."""
+    """How a curve is described: preset, nodes, ranks, ``--set`` options, forced algorithm, how its
+    tool timed it, why."""
 
     preset: str | None
     nodes: int = 1
